@@ -1,0 +1,216 @@
+"""The association tree as flat arrays, in the order Slurm holds it.
+
+Every association gets an index; index 0 is the root account and the indices
+follow Slurm's association list order: a depth-first preorder in which the
+siblings of each account are sorted by their ``order`` key (``lft`` in 22.05,
+``lineage`` from 23.11) or kept in input order.  Because the order is a
+preorder, every ancestor has a smaller index than its descendants, which lets
+the algorithms work level by level with numpy instead of recursing per node.
+
+Two parents matter (slurm-fairshare-internals §1):
+* ``parent``: the direct parent; usage is charged up this chain;
+* ``fs_parent``: the fair-share parent, the nearest ancestor whose shares are
+  not ``Fairshare=parent``.  Slurm's ``children_list`` of X holds exactly the
+  associations whose fs parent is X, so a ``Fairshare=parent`` account's
+  children compete one level up, beside the account itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..model import PARENT, ROOT, Association, InputError, check_shares, check_usage
+
+NO_VAL = 4294967294  # Slurm's NO_VAL (0xfffffffe)
+
+
+@dataclass(eq=False)
+class Tree:
+    """Structure-of-arrays association tree; see the module docstring.
+
+    ``shares`` is 0 where ``use_parent`` is set.  ``usage`` is the raw usage as
+    a long double (Slurm keeps ``usage_raw`` as a C long double).
+    """
+
+    parent: np.ndarray  # int64, -1 for root
+    is_user: np.ndarray  # bool
+    use_parent: np.ndarray  # bool
+    shares: np.ndarray  # int64
+    usage: np.ndarray  # longdouble
+    account: list[str]
+    user: list[str | None]
+    partition: list[str | None]
+    root_shares: int = 1
+
+    @property
+    def n(self) -> int:
+        return len(self.parent)
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        """Direct depth: 0 for root, 1 for its children, ..."""
+        depth = np.zeros(self.n, dtype=np.int32)
+        # parent index < own index: one pass in index order is enough, but that is
+        # a Python loop; walk all nodes up together instead (depth is small).
+        x = self.parent.copy()
+        alive = x >= 0
+        while alive.any():
+            depth[alive] += 1
+            x[alive] = self.parent[x[alive]]
+            alive = x >= 0
+        return depth
+
+    @cached_property
+    def levels(self) -> list[np.ndarray]:
+        """Indices grouped by direct depth, shallowest first (root alone in level 0)."""
+        order = np.argsort(self.depth, kind="stable")
+        bounds = np.searchsorted(self.depth[order], np.arange(int(self.depth.max()) + 2))
+        return [order[bounds[d] : bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+    @cached_property
+    def fs_parent(self) -> np.ndarray:
+        """Nearest ancestor that is not Fairshare=parent (root has -1)."""
+        fsp = np.full(self.n, -1, dtype=np.int64)
+        for idx in self.levels[1:]:
+            p = self.parent[idx]
+            fsp[idx] = np.where(self.use_parent[p], fsp[p], p)
+        return fsp
+
+    @cached_property
+    def level_shares(self) -> np.ndarray:
+        """Σ raw shares of the non-parent members of each association's children_list.
+
+        Slurm's ``level_shares``: for child c of X, the shares of everybody competing
+        with c under X (c included).  Root is in no children_list: NO_VAL.
+        """
+        fsp = self.fs_parent
+        members = (fsp >= 0) & ~self.use_parent
+        per_parent = np.bincount(fsp[members], weights=self.shares[members], minlength=self.n)
+        out = np.full(self.n, NO_VAL, dtype=np.int64)
+        nonroot = fsp >= 0
+        out[nonroot] = per_parent[fsp[nonroot]].astype(np.int64)
+        return out
+
+    @cached_property
+    def user_count(self) -> int:
+        """Fair Tree's N: every user association (root user, per-partition, 0-share, parent)."""
+        return int(self.is_user.sum())
+
+    def key(self, i: int) -> tuple[str, str | None, str | None]:
+        return (self.account[i], self.user[i], self.partition[i])
+
+    def parent_name(self, i: int) -> str | None:
+        p = int(self.parent[i])
+        return None if p < 0 else self.account[p]
+
+
+def build_tree(associations: list[Association]) -> Tree:
+    """Validate associations and lay them out in Slurm's list order.
+
+    Raises :class:`InputError` naming the association for: no root or several,
+    duplicate associations, unknown or cyclic parents, bad shares or usage.
+    """
+    if not associations:
+        raise InputError("the association tree is empty")
+
+    accounts: dict[str, Association] = {}
+    seen: set[tuple] = set()
+    roots: list[Association] = []
+    for a in associations:
+        if a.key in seen:
+            raise InputError("duplicate association", a.label())
+        seen.add(a.key)
+        check_shares(a.shares, a.label())
+        check_usage(a.usage, a.label(), allow_none=not a.is_user)
+        if not a.is_user:
+            accounts[a.account] = a
+            if a.parent is None:
+                roots.append(a)
+            elif a.parent == a.account:
+                raise InputError("account is its own parent", a.label())
+    if not roots:
+        if not accounts:
+            raise InputError("the tree has no accounts (a root account is required)")
+        raise InputError("the tree has no root account (an account without a parent)")
+    if len(roots) > 1:
+        names = ", ".join(repr(r.account) for r in roots)
+        raise InputError(f"the tree has several root accounts: {names}")
+    root = roots[0]
+    if root.account != ROOT:
+        # Slurm's root is always "root"; accept another name but keep it first.
+        pass
+
+    children: dict[str, list[Association]] = {name: [] for name in accounts}
+    for a in associations:
+        pa = a.parent_account
+        if pa is None:
+            continue
+        if pa not in children:
+            what = "account" if a.is_user else "parent account"
+            raise InputError(f"{what} {pa!r} does not exist", a.label())
+        children[pa].append(a)
+
+    def sort_siblings(sibs: list[Association], where: str) -> list[Association]:
+        if len(sibs) < 2 or any(s.order is None for s in sibs):
+            return sibs
+        kinds = {type(s.order) for s in sibs}
+        if len(kinds) > 1:
+            raise InputError("sibling order keys mix numbers and strings", where)
+        return sorted(sibs, key=lambda s: s.order)  # stable: equal keys keep input order
+
+    ordered: list[Association] = []
+    parent_idx: list[int] = []
+    # iterative preorder: stack of (association, parent index)
+    stack: list[tuple[Association, int]] = [(root, -1)]
+    while stack:
+        a, p = stack.pop()
+        idx = len(ordered)
+        ordered.append(a)
+        parent_idx.append(p)
+        if not a.is_user:
+            kids = sort_siblings(children[a.account], f"account {a.account!r}")
+            stack.extend((k, idx) for k in reversed(kids))
+    if len(ordered) != len(associations):
+        reached = {a.key for a in ordered}
+        lost = next(a for a in associations if a.key not in reached)
+        raise InputError("its parent chain never reaches the root account (cyclic parents)", lost.label())
+
+    n = len(ordered)
+    is_user = np.fromiter((a.is_user for a in ordered), dtype=bool, count=n)
+    use_parent = np.fromiter((a.shares == PARENT for a in ordered), dtype=bool, count=n)
+    shares = np.fromiter((0 if a.shares == PARENT else a.shares for a in ordered), dtype=np.int64, count=n)
+    use_parent[0] = False  # root is never "parent"
+    raw = [a.usage for a in ordered]
+    usage = np.array([0.0 if u is None else u for u in raw], dtype=np.longdouble)
+    tree = Tree(
+        parent=np.array(parent_idx, dtype=np.int64),
+        is_user=is_user,
+        use_parent=use_parent,
+        shares=shares,
+        usage=usage,
+        account=[a.account for a in ordered],
+        user=[a.user for a in ordered],
+        partition=[a.partition for a in ordered],
+        root_shares=root.shares if isinstance(root.shares, int) else 1,
+    )
+    missing = np.fromiter((u is None for u in raw), dtype=bool, count=n)
+    if missing.any():
+        fill_account_usage(tree, missing)
+    return tree
+
+
+def fill_account_usage(tree: Tree, missing: np.ndarray) -> None:
+    """Set the usage of accounts marked ``missing`` to the sum of their subtree.
+
+    Usage is charged up the direct-parent chain (assoc_mgr ``_apply_new_usage``),
+    so an account's usage is its own deposits plus its children's usage.
+    """
+    total = np.where(missing, 0, tree.usage).astype(np.longdouble)
+    for idx in reversed(tree.levels[1:]):
+        p = tree.parent[idx]
+        contrib = np.where(missing[p], total[idx], 0)
+        np.add.at(total, p, contrib)
+    tree.usage = np.where(missing, total, tree.usage).astype(np.longdouble)

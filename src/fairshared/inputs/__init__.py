@@ -1,0 +1,1 @@
+"""Readers for offline inputs: sshare dumps and fairshared snapshot files."""

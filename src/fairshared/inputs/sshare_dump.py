@@ -1,0 +1,123 @@
+"""Read a dump of ``sshare -a -l -P`` (or ``-p``) from any Slurm >= 22.05.
+
+The header line decides the columns (sshare lets ``-o`` reorder them and
+different releases print different sets).  Needed: Account, User, RawShares,
+RawUsage; Partition is used when present.  The hierarchy comes from the
+leading spaces of the Account column (one space per depth, as
+``slurmdb_tree_name_get`` prints it); user rows name their account.
+
+sshare does not print the order in which Slurm holds sibling associations, so
+associations keep the dump's row order as their sibling order.  From 23.11 on
+that *is* Slurm's order (both sort by ``lineage``); on 22.05 Slurm holds
+siblings by nested-set ``lft`` while sshare prints users first and accounts by
+name, so Fair Tree ranks of exact ties (typically two sibling accounts with no
+usage at all) can differ.  A snapshot from the live source carries the real order.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..model import PARENT, Association, InputError, Snapshot, check_shares, check_usage
+
+REQUIRED = ("account", "user", "rawshares", "rawusage")
+
+
+def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
+    """Parse sshare parsable output into a :class:`Snapshot` (see module docs)."""
+    header: list[str] | None = None
+    trailing = False
+    col: dict[str, int] = {}
+    associations: list[Association] = []
+    # stack of (depth, account name) for the current path from root
+    path: list[tuple[int, str]] = []
+    accounts: set[str] = set()
+    header_line = 0
+    seen: dict[tuple, int] = {}
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        where = f"{name}:{lineno}"
+        if not line.strip():
+            continue
+        if header is None:
+            if "|" not in line:
+                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
+            trailing = line.endswith("|")
+            fields = line[:-1].split("|") if trailing else line.split("|")
+            header = [f.strip().lower() for f in fields]
+            col = {h: i for i, h in enumerate(header)}
+            missing = [c for c in REQUIRED if c not in col]
+            if missing:
+                names = {"account": "Account", "user": "User", "rawshares": "RawShares", "rawusage": "RawUsage"}
+                raise InputError(
+                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
+                    + " (use sshare -a -l -P)",
+                    where,
+                )
+            header_line = lineno
+            continue
+        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
+            continue  # a separator line from a non-parsable paste
+        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
+        if len(fields) != len(header):
+            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
+        acct_field = fields[col["account"]]
+        account = acct_field.strip()
+        depth = len(acct_field) - len(acct_field.lstrip(" "))
+        user = fields[col["user"]].strip() or None
+        partition = fields[col["partition"]].strip() or None if "partition" in col else None
+        if not account:
+            raise InputError("empty Account field", where)
+        shares_text = fields[col["rawshares"]].strip()
+        usage_text = fields[col["rawusage"]].strip()
+        usage = check_usage(usage_text or "0", where)
+        if user is None:
+            # account row: its parent is the nearest shallower account on the path
+            while path and path[-1][0] >= depth:
+                path.pop()
+            parent = path[-1][1] if path else None
+            if parent is None and associations:
+                raise InputError(f"account {account!r} has no parent (is the Account column indented?)", where)
+            if account in accounts:
+                raise InputError(f"duplicate account {account!r}", where)
+            if parent is None:
+                shares = 1 if not shares_text else check_shares(shares_text, where)
+            else:
+                if not shares_text:
+                    raise InputError(f"account {account!r} has no RawShares", where)
+                shares = check_shares(shares_text, where)
+            accounts.add(account)
+            path.append((depth, account))
+            associations.append(
+                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
+            )
+        else:
+            if account not in accounts:
+                raise InputError(f"user {user!r} names account {account!r}, which no earlier row defines", where)
+            if not shares_text:
+                raise InputError(f"user {user!r} has no RawShares", where)
+            shares = check_shares(shares_text, where)
+            key = (account, user, partition)
+            if key in seen:
+                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
+                                 f"(first at line {seen[key]})", where)
+            seen[key] = lineno
+            associations.append(
+                Association(
+                    account=account, user=user, parent=account, shares=shares, usage=usage, partition=partition
+                )
+            )
+    if header is None:
+        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
+    if not associations:
+        raise InputError("has a header but no associations", f"{name}:{header_line}")
+    # the dump's row order is the sibling order (see module docstring)
+    ordered = [
+        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
+        for i, a in enumerate(associations)
+    ]
+    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input")
+
+
+__all__ = ["parse_sshare", "PARENT"]

@@ -1,0 +1,141 @@
+"""Plain data model of Slurm's association tree.
+
+Nothing here talks to Slurm or touches a file: sources build these objects,
+the engine consumes them.
+
+An association is identified by (account, user, partition):
+* an *account association* has ``user is None``; its ``parent`` names the parent
+  account (``None`` only for the root account, which Slurm always calls ``root``);
+* a *user association* has a user name; its direct parent is the account
+  association ``account`` (so ``parent`` is ignored for users and reported as
+  ``account``).  Per-partition user associations carry a ``partition``.
+
+``shares`` is the raw share count (Slurm's ``Fairshare=`` / sshare RawShares), an
+integer >= 0, or :data:`PARENT` for ``Fairshare=parent``.
+
+``usage`` is the raw usage charged to the association (decayed billable
+TRES-seconds, sshare RawUsage).  For an account it is what Slurm charged to the
+account, which can exceed the sum of its children (Slurm keeps the usage of
+deleted children in the parent).  ``None`` on an account means "the sum of its
+subtree", which is what a usage source that charges user associations produces.
+
+``order`` is the position in which Slurm holds the association among its
+siblings (nested-set ``lft`` in 22.05, ``lineage`` from 23.11).  Fair Tree's
+ranks on exact ties depend on it.  ``None`` means "input order".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+PARENT: Literal["parent"] = "parent"
+"""Marker for ``Fairshare=parent`` (Slurm's SLURMDB_FS_USE_PARENT)."""
+
+Shares = Union[int, Literal["parent"]]
+OrderKey = Union[int, str, None]
+
+ROOT = "root"
+
+
+class InputError(ValueError):
+    """Bad input, reported to the operator as one line naming the culprit.
+
+    ``where`` is a location such as ``dump.txt:12`` or ``association acct/user``.
+    """
+
+    def __init__(self, message: str, where: str | None = None):
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+@dataclass(frozen=True, slots=True)
+class Association:
+    account: str
+    user: str | None = None
+    parent: str | None = None
+    shares: Shares = 1
+    usage: float | None = 0.0
+    partition: str | None = None
+    order: OrderKey = None
+
+    @property
+    def is_user(self) -> bool:
+        return self.user is not None
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None]:
+        return (self.account, self.user, self.partition)
+
+    @property
+    def parent_account(self) -> str | None:
+        """The direct parent account (the account itself for a user association)."""
+        return self.account if self.user is not None else self.parent
+
+    def label(self) -> str:
+        """A human name for error messages: ``acct``, ``acct/user`` or ``acct/user/part``."""
+        if self.user is None:
+            return f"account {self.account!r}"
+        if self.partition:
+            return f"user {self.user!r} in account {self.account!r} partition {self.partition!r}"
+        return f"user {self.user!r} in account {self.account!r}"
+
+
+def check_shares(value: object, where: str) -> Shares:
+    """Validate a raw share value: an integer >= 0 or ``"parent"``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() == PARENT:
+            return PARENT
+        try:
+            value = int(text)
+        except ValueError:
+            raise InputError(f"shares {value!r} is neither an integer nor 'parent'", where) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"shares {value!r} is neither an integer nor 'parent'", where)
+    if value < 0:
+        raise InputError(f"shares {value} is negative", where)
+    if value >= 0x7FFFFFFF:
+        raise InputError(f"shares {value} is out of range (Slurm's limit is 2147483646)", where)
+    return value
+
+
+def check_usage(value: object, where: str, *, allow_none: bool = False) -> float | None:
+    """Validate a raw usage value: a finite number >= 0."""
+    if value is None:
+        if allow_none:
+            return None
+        raise InputError("usage is missing", where)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise InputError(f"usage {value!r} is not a number", where) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"usage {value!r} is not a number", where)
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise InputError(f"usage {value} is not a finite number", where)
+    if value < 0:
+        raise InputError(f"usage {value} is negative", where)
+    return value
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything one computation needs: the tree plus where it came from.
+
+    ``sibling_order`` says what the associations' ``order`` keys are
+    (``"lft"``, ``"lineage"`` or ``"input"``).  ``config`` holds the cluster's
+    priority settings when the source knows them (keys as in
+    :mod:`fairshared.inputs.snapshot`).
+    """
+
+    associations: list[Association]
+    cluster: str | None = None
+    source: str | None = None
+    taken_at: float | None = None
+    sibling_order: str = "input"
+    config: dict = field(default_factory=dict)
