@@ -299,3 +299,10 @@ def test_user_ranks_are_competition_ranks():
     assert ranks[k[("Y", "y0", None)]] == 4 and ranks[k[("Z", "z1", None)]] == 5
     assert ranks[k[("X", None, None)]] == 0
     assert np.all(ranks[~r.tree.is_user] == 0)
+
+
+def test_exp2_equals_powl_base_two_in_long_double():
+    # level_based uses exp2l where Slurm 14.11 called powl(2, -ratio); they must agree bit for bit
+    rng = np.random.default_rng(7)
+    x = (rng.random(200_000) * 40).astype(np.longdouble) / np.longdouble(7)
+    assert np.array_equal(np.exp2(-x), np.power(np.longdouble(2), -x))

@@ -69,13 +69,19 @@ def effective_usage(tree: Tree, u_norm: np.ndarray) -> np.ndarray:
     return ue
 
 
-def fairshare_factor(ue: np.ndarray, s: np.ndarray, dampening: float) -> np.ndarray:
+def fairshare_factor(tree: Tree, ue: np.ndarray, s: np.ndarray, dampening: float) -> np.ndarray:
     """F = 2^(−(UE/S)/d) in [0, 1]; F = 0 when S <= 0 (a 0-share association).
 
     UE/S is evaluated in long double and then handed to C's pow() as a double,
-    as Slurm does.  UE = 0 gives F = 1.  Parent nodes already carry their fs
-    parent's UE and S, so the copy in ``_set_assoc_fs_factor`` is implicit.
+    as Slurm does.  UE = 0 gives F = 1.  A Fairshare=parent user takes its fs
+    parent's UE and S — which differ from its own copies only when that parent
+    is root (UE 1, S 1: F = 2^(−1/d), odd but what Slurm computes).  Account
+    rows are what 22.05's sshare computes client-side from the row's own UE and S.
     """
+    up = np.flatnonzero(tree.use_parent & tree.is_user)
+    ue, s = ue.copy(), s.copy()
+    ue[up] = ue[tree.fs_parent[up]]
+    s[up] = s[tree.fs_parent[up]]
     with np.errstate(divide="ignore", invalid="ignore"):
         x = ((ue / s.astype(np.longdouble)) / np.longdouble(dampening)).astype(np.float64)
         f = np.power(2.0, -x)
@@ -88,7 +94,7 @@ def compute(tree: Tree, *, dampening: float = 1.0) -> Result:
     u_norm = usage_norm(tree)
     s = norm_shares(tree)
     ue = effective_usage(tree, u_norm)
-    f = fairshare_factor(ue, s, dampening)
+    f = fairshare_factor(tree, ue, s, dampening)
     return Result(
         algorithm=ALGORITHM,
         tree=tree,

@@ -89,6 +89,8 @@ def rank_users(tree: Tree, lfs: np.ndarray) -> np.ndarray:
     N counts every user association, so the best user gets exactly 1.0.
     """
     n = tree.n
+    if tree.user_count == 0:
+        return blank(n)
     fsp = tree.fs_parent
     idx = np.arange(n)
     nonroot = idx[1:]

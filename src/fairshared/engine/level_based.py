@@ -62,7 +62,8 @@ def level_factor(tree: Tree, s: np.ndarray, u: np.ndarray, zero_shares_best: boo
     shares_adj = TENTH + (s_ld - 0) * (np.longdouble(1) - TENTH) / (np.longdouble(1) - 0)
     u_ld = u.astype(np.float64).astype(np.longdouble)  # level_based_calc_assoc_usage returns a double
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.power(np.longdouble(2), -(u_ld / shares_adj))
+        # C's powl(2.0L, -ratio); exp2l gives the same long doubles (checked by the tests) 12x faster
+        f = np.exp2(-(u_ld / shares_adj))
     zero = np.longdouble(1) if zero_shares_best else np.longdouble(0)
     f = np.where(s == 0, zero, f)
     f = np.where(tree.use_parent & tree.is_user, np.longdouble(1), f)
@@ -70,11 +71,12 @@ def level_factor(tree: Tree, s: np.ndarray, u: np.ndarray, zero_shares_best: boo
     return f.astype(np.longdouble)
 
 
-def bucket(f: np.ndarray, lvl: np.ndarray, priority_levels: int) -> np.ndarray:
+def bucket(f: np.ndarray, lvl: np.ndarray, priority_levels: int, last: np.ndarray) -> np.ndarray:
     """The level's bits: trunc(1 + F·(bucket_max − 1)) shifted into the level's bucket.
 
-    1 is the smallest value for any F > 0 ("reserve 0 for special casing"); our
-    0-share associations (F = 0 by default) get bucket 0.  Levels >= L add 0.
+    1 is the smallest value for any F ("reserve 0 for special casing"), even an
+    F that underflowed to 0; the associations in ``last`` (0 shares, by default)
+    get bucket 0 so they rank below every sibling.  Levels >= L add 0.
     """
     width = 64 // priority_levels
     unused = 64 % priority_levels
@@ -83,7 +85,7 @@ def bucket(f: np.ndarray, lvl: np.ndarray, priority_levels: int) -> np.ndarray:
     active = (lvl >= 0) & (lvl < priority_levels) & ~np.isnan(f)
     value = np.zeros(f.size, dtype=np.uint64)
     value[active] = np.floor(scaled[active]).astype(np.uint64)
-    value[active & (f == 0)] = 0
+    value[active & last] = 0
     shift = np.where(active, (priority_levels - lvl - 1) * width + unused, 0).astype(np.uint64)
     return value << shift
 
@@ -124,7 +126,8 @@ def compute(tree: Tree, *, priority_levels: int | None = None, zero_shares_best:
     u = fair_tree.level_usage(tree)
     lvl = levels_of(tree)
     f_level = level_factor(tree, s, u, zero_shares_best)
-    value = bucket(f_level, lvl, priority_levels)
+    last = (s == 0) & ~tree.use_parent & (not zero_shares_best)
+    value = bucket(f_level, lvl, priority_levels, last)
     raw = np.zeros(tree.n, dtype=np.uint64)
     for idx in tree.levels[1:]:  # OR down the direct-parent chain
         raw[idx] = raw[tree.parent[idx]] | value[idx]

@@ -17,6 +17,7 @@ Two parents matter (slurm-fairshare-internals §1):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -120,12 +121,17 @@ def build_tree(associations: list[Association]) -> Tree:
     seen: set[tuple] = set()
     roots: list[Association] = []
     for a in associations:
-        if a.key in seen:
+        key = (a.account, a.user, a.partition)
+        if key in seen:
             raise InputError("duplicate association", a.label())
-        seen.add(a.key)
-        check_shares(a.shares, a.label())
-        check_usage(a.usage, a.label(), allow_none=not a.is_user)
-        if not a.is_user:
+        seen.add(key)
+        sh, us = a.shares, a.usage
+        # fast path for well-formed values; the checkers build the error message otherwise
+        if not ((type(sh) is int and 0 <= sh < 0x7FFFFFFF) or sh == PARENT):
+            check_shares(sh, a.label())
+        if not (type(us) is float and 0.0 <= us < math.inf) and not (us is None and a.user is None):
+            check_usage(us, a.label(), allow_none=a.user is None)
+        if a.user is None:
             accounts[a.account] = a
             if a.parent is None:
                 roots.append(a)
@@ -170,7 +176,7 @@ def build_tree(associations: list[Association]) -> Tree:
         idx = len(ordered)
         ordered.append(a)
         parent_idx.append(p)
-        if not a.is_user:
+        if a.user is None:
             kids = sort_siblings(children[a.account], f"account {a.account!r}")
             stack.extend((k, idx) for k in reversed(kids))
     if len(ordered) != len(associations):
@@ -179,7 +185,7 @@ def build_tree(associations: list[Association]) -> Tree:
         raise InputError("its parent chain never reaches the root account (cyclic parents)", lost.label())
 
     n = len(ordered)
-    is_user = np.fromiter((a.is_user for a in ordered), dtype=bool, count=n)
+    is_user = np.fromiter((a.user is not None for a in ordered), dtype=bool, count=n)
     use_parent = np.fromiter((a.shares == PARENT for a in ordered), dtype=bool, count=n)
     shares = np.fromiter((0 if a.shares == PARENT else a.shares for a in ordered), dtype=np.int64, count=n)
     use_parent[0] = False  # root is never "parent"

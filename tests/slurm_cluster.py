@@ -1,0 +1,335 @@
+"""Use the real single-node Slurm 22.05 dev cluster from tests.
+
+Plain helper module (not a conftest).  It drives ``deploy/dev-cluster/up``
+and friends, which start munged, a private MariaDB, slurmdbd, slurmctld and
+slurmd under ``$FAIRSHARED_CLUSTER_DIR`` (default /var/tmp/fairshared-cluster).
+
+Typical use from a conftest::
+
+    import slurm_cluster as sc
+
+    @pytest.fixture(scope="session")
+    def slurm():
+        return sc.cluster_or_skip("fair_tree")
+
+Policy (``cluster_or_skip``): when ``CI == "true"`` a cluster that cannot be
+started is an error that fails the test; elsewhere the test is skipped with a
+one-line reason.  The cluster needs root (packages, daemons, useradd).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pwd
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = REPO_ROOT / "deploy" / "dev-cluster"
+UP = SCRIPTS / "up"
+DOWN = SCRIPTS / "down"
+RESTART_CTLD = SCRIPTS / "restart-ctld"
+
+CLUSTER_NAME = os.environ.get("FAIRSHARED_CLUSTER_NAME", "fairshared-dev")
+PARTITIONS = ("debug", "high")  # debug is the default partition
+PRIORITY_MODES = ("fair_tree", "classic")
+
+# First start may install Debian packages (apt-get update + install).
+UP_TIMEOUT = 900.0
+
+# Environment variables that change what Slurm commands do or print (e.g.
+# SQUEUE_FORMAT, SACCT_FORMAT, SLURM_TIME_FORMAT, SLURM_CLUSTERS, a leaked
+# SLURM_JOB_ID...).  They are removed from the cluster environment.
+_SLURM_ENV_PREFIXES = (
+    "SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_",
+    "SACCTMGR_", "SPRIO_", "SSHARE_", "SCONTROL_", "SREPORT_", "SSTAT_",
+)
+
+
+class ClusterError(RuntimeError):
+    """The dev cluster could not be started or used."""
+
+
+class SlurmCommandError(ClusterError):
+    """A Slurm command exited non-zero (message includes its stderr)."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stdout: str, stderr: str):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        detail = (stderr or stdout).strip() or "(no output)"
+        super().__init__(f"{shlex.join(self.argv)} exited {returncode}: {detail}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    dir: Path
+    conf: Path  # slurm.conf; also env["SLURM_CONF"]
+    env: Mapping[str, str]  # os.environ (minus SLURM_* etc.) plus SLURM_CONF
+    cluster_name: str
+    partitions: tuple[str, ...]
+    priority: str  # "fair_tree" or "classic"
+    node: str
+    default_partition: str = "debug"
+
+
+_current: ClusterInfo | None = None
+_failures: dict[str, ClusterError] = {}
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ.get("FAIRSHARED_CLUSTER_DIR", "/var/tmp/fairshared-cluster"))
+
+
+def cluster_env(conf: Path | None = None) -> dict[str, str]:
+    """os.environ without Slurm client variables, plus SLURM_CONF."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_SLURM_ENV_PREFIXES)}
+    env["SLURM_CONF"] = str(conf or cluster_dir() / "etc" / "slurm.conf")
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    for d in ("/usr/sbin", "/sbin"):  # useradd, slurm daemons
+        if d not in env["PATH"].split(":"):
+            env["PATH"] += ":" + d
+    return env
+
+
+def _script(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    if os.name != "posix" or os.geteuid() != 0:
+        raise ClusterError("the Slurm dev cluster needs root (it installs packages and starts daemons)")
+    env = cluster_env()
+    env["FAIRSHARED_CLUSTER_DIR"] = str(cluster_dir())
+    try:
+        proc = subprocess.run(
+            list(argv), env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=timeout, check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"{shlex.join(argv)} timed out after {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise ClusterError(f"cannot run {argv[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-60:])
+        first = next((ln for ln in tail.splitlines() if "ERROR" in ln), "")
+        raise ClusterError(
+            f"{shlex.join(argv)} exited {proc.returncode}"
+            + (f": {first.strip()}" if first else "") + f"\n{tail}"
+        )
+    return proc
+
+
+def ensure_cluster(priority: str = "fair_tree") -> ClusterInfo:
+    """Bring the cluster up with the given priority mode and describe it.
+
+    Cached: a repeated call with the same mode does nothing.  Switching mode
+    rewrites slurm.conf and restarts slurmctld/slurmd (usage is kept).  A
+    failure is remembered, so later calls fail fast with the same error.
+    """
+    global _current
+    if priority not in PRIORITY_MODES:
+        raise ValueError(f"priority must be one of {PRIORITY_MODES}, not {priority!r}")
+    if _current is not None and _current.priority == priority:
+        return _current
+    if priority in _failures:
+        raise _failures[priority]
+    d = cluster_dir()
+    try:
+        proc = _script([str(UP), "--priority", priority, "--dir", str(d), "--quiet"], UP_TIMEOUT)
+    except ClusterError as exc:
+        _failures[priority] = exc
+        raise
+    conf = d / "etc" / "slurm.conf"
+    for line in proc.stdout.splitlines():
+        if line.startswith("export SLURM_CONF="):
+            conf = Path(line.split("=", 1)[1].strip())
+    env = cluster_env(conf)
+    node = subprocess.run(
+        ["hostname", "-s"], capture_output=True, text=True, check=False
+    ).stdout.strip() or os.uname().nodename.split(".")[0]
+    _current = ClusterInfo(
+        dir=d, conf=conf, env=env, cluster_name=CLUSTER_NAME,
+        partitions=PARTITIONS, priority=priority, node=node,
+    )
+    return _current
+
+
+def current() -> ClusterInfo | None:
+    """The ClusterInfo of the last successful ensure_cluster(), if any."""
+    return _current
+
+
+def cluster_available(priority: str = "fair_tree") -> bool:
+    """True if ensure_cluster(priority) succeeds; see unavailable_reason()."""
+    try:
+        ensure_cluster(priority)
+    except ClusterError:
+        return False
+    return True
+
+
+def unavailable_reason(priority: str = "fair_tree") -> str | None:
+    """One-line reason why the cluster could not be started (or None)."""
+    exc = _failures.get(priority)
+    return str(exc).splitlines()[0] if exc else None
+
+
+def must_fail_loudly() -> bool:
+    """In CI (CI=true) an unavailable cluster is a failure, not a skip."""
+    return os.environ.get("CI") == "true"
+
+
+def cluster_or_skip(priority: str = "fair_tree") -> ClusterInfo:
+    """ensure_cluster(), or pytest.skip with a one-line reason outside CI.
+
+    With CI=true the ClusterError propagates (the test errors, with the
+    tail of the relevant daemon logs in the message).
+    """
+    import pytest
+
+    try:
+        return ensure_cluster(priority)
+    except ClusterError as exc:
+        if must_fail_loudly():
+            raise
+        pytest.skip(f"Slurm dev cluster unavailable: {str(exc).splitlines()[0]}")
+
+
+def restart_ctld(timeout: float = 120.0) -> None:
+    """Restart slurmctld only; returns when it answers again.
+
+    slurmctld's decay thread runs one usage-decay + fair-share iteration at
+    start-up; the script also waits until that iteration has rewritten
+    StateSaveLocation/priority_last_decay_ran, so sshare/sprio show fresh
+    values when this returns.
+    """
+    _script([str(RESTART_CTLD), "--dir", str(cluster_dir()), "--quiet"], timeout)
+
+
+def _env() -> dict[str, str]:
+    return dict(_current.env) if _current is not None else cluster_env()
+
+
+def run(
+    argv: Sequence[str],
+    check: bool = True,
+    timeout: float = 60.0,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command with the cluster environment (argv list, no shell)."""
+    argv = [str(a) for a in argv]
+    try:
+        proc = subprocess.run(
+            argv, env=_env(), input=input, capture_output=True, text=True,
+            timeout=timeout, check=False,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"{shlex.join(argv)} timed out after {timeout:.0f}s") from exc
+    if check and proc.returncode != 0:
+        raise SlurmCommandError(argv, proc.returncode, proc.stdout, proc.stderr)
+    return proc
+
+
+def sacctmgr(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``sacctmgr -i ARGS`` (immediate, no confirmation prompt)."""
+    return run(["sacctmgr", "-i", *args], check=check)
+
+
+def add_unix_user(name: str) -> int:
+    """Create a local Unix user (no home, no login shell) if missing; return its uid."""
+    for attempt in range(20):
+        try:
+            return pwd.getpwnam(name).pw_uid
+        except KeyError:
+            pass
+        proc = subprocess.run(
+            ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+            env=cluster_env(), capture_output=True, text=True, timeout=60, check=False,
+        )
+        if proc.returncode == 0:
+            return pwd.getpwnam(name).pw_uid
+        if proc.returncode == 9:  # already exists (created concurrently)
+            continue
+        if proc.returncode == 10:  # cannot lock /etc/passwd: retry
+            time.sleep(0.2)
+            continue
+        raise ClusterError(f"useradd {name} exited {proc.returncode}: {proc.stderr.strip()}")
+    raise ClusterError(f"useradd {name}: could not create user")
+
+
+def submit(
+    user: str,
+    account: str,
+    cpus: int,
+    seconds: float,
+    partition: str | None = None,
+    extra: Iterable[str] = (),
+) -> int:
+    """Submit ``sleep SECONDS`` on CPUS CPUs as Unix user USER; return the job id.
+
+    Runs as root with ``sbatch --uid=USER`` (accepted by 22.05: root submits
+    the job on the user's behalf).  Output goes to /dev/null, cwd is /tmp.
+    ``extra`` is passed to sbatch, e.g. ("-H",) to submit held, ("--qos=x",).
+    """
+    argv = [
+        "sbatch", "--parsable", f"--uid={user}", f"--account={account}",
+        "-n", str(int(cpus)), "--chdir=/tmp", "--output=/dev/null",
+        f"--job-name=fs-{user}",
+    ]
+    if partition:
+        argv.append(f"--partition={partition}")
+    argv += list(extra)
+    argv += ["--wrap", f"sleep {seconds:g}"]
+    out = run(argv).stdout.strip()
+    try:
+        return int(out.split(";", 1)[0])
+    except ValueError:
+        raise ClusterError(f"unexpected sbatch output: {out!r}") from None
+
+
+def queue_ids(states: str = "all_active") -> list[int]:
+    """Job ids in squeue (default: every pending/running/completing job)."""
+    argv = ["squeue", "-h", "-o", "%i"]
+    if states != "all_active":
+        argv += ["-t", states]
+    return [int(x.split("_")[0]) for x in run(argv).stdout.split() if x]
+
+
+def wait_jobs(job_ids: Iterable[int], timeout: float = 120.0) -> None:
+    """Wait until none of job_ids is still in squeue."""
+    want = {int(j) for j in job_ids}
+    deadline = time.monotonic() + timeout
+    while True:
+        left = want & set(queue_ids())
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs still queued after {timeout:.0f}s: {sorted(left)}")
+        time.sleep(0.5)
+
+
+def wait_quiet(timeout: float = 120.0) -> None:
+    """Wait until squeue shows no pending, running or completing jobs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = run(["squeue", "-h", "-o", "%i %T %u %a %r"]).stdout.strip()
+        if not out:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"squeue not empty after {timeout:.0f}s:\n{out}")
+        time.sleep(0.5)
+
+
+def sshare_rows(*extra: str) -> list[dict[str, str]]:
+    """``sshare -a -l -P`` parsed into dicts keyed by the header fields.
+
+    Account values keep sshare's leading-space indentation (tree depth).
+    """
+    lines = run(["sshare", "-a", "-l", "-P", *extra]).stdout.splitlines()
+    if not lines:
+        return []
+    header = lines[0].split("|")
+    return [dict(zip(header, ln.split("|"))) for ln in lines[1:] if ln]
