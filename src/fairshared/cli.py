@@ -13,8 +13,10 @@ from .inputs.snapshot import dump_snapshot, load_snapshot
 from .inputs.sshare_dump import parse_sshare
 from .model import InputError, Snapshot
 from .output import FORMATS, write
+from .sources.slurm_cli import SlurmCli, SourceError
 
 EXIT_BAD_INPUT = 2
+EXIT_SOURCE = 1
 
 
 @contextmanager
@@ -40,6 +42,8 @@ def algorithm_from_config(config: dict) -> str | None:
 
 
 def load_input(args: argparse.Namespace) -> Snapshot:
+    if args.source == "slurm":
+        return SlurmCli(timeout=args.timeout).snapshot(jobs=False)
     if args.from_sshare:
         with _open_in(args.from_sshare) as (fh, name):
             try:
@@ -112,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--from-sshare", metavar="FILE",
                      help="output of `sshare -a -l -P` from Slurm >= 22.05 ('-' = standard input)")
     src.add_argument("--snapshot", metavar="FILE", help="a fairshared snapshot (JSON) ('-' = standard input)")
+    src.add_argument("--source", choices=["slurm"],
+                     help="read the live cluster through Slurm's command-line tools (scontrol, sshare, sacctmgr)")
+    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
+                   help="with --source slurm: how long each Slurm command may take (default: 60)")
     p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the snapshot's PriorityFlags say, else fair_tree)")
     p.add_argument("--dampening", type=_positive_float, metavar="D",
@@ -135,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"fairshared: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except SourceError as exc:
+        print(f"fairshared: error: reading the cluster: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
     except BrokenPipeError:
         return 0
 

@@ -123,6 +123,26 @@ def check_usage(value: object, where: str, *, allow_none: bool = False) -> float
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as slurmctld reports it (pending jobs are the ones fairshared acts on).
+
+    ``job_id`` is the unique numeric id (``%A``: an array task's own id);
+    ``display_id`` is how squeue shows it (``123_4``).  ``nice`` is the job's
+    nice value without Slurm's NICE_OFFSET.
+    """
+
+    job_id: int
+    user: str
+    account: str
+    partition: str
+    qos: str = ""
+    priority: int = 0
+    nice: int = 0
+    state: str = "PENDING"
+    display_id: str = ""
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Everything one computation needs: the tree plus where it came from.
@@ -139,3 +159,4 @@ class Snapshot:
     taken_at: float | None = None
     sibling_order: str = "input"
     config: dict = field(default_factory=dict)
+    jobs: list[Job] = field(default_factory=list)

@@ -1,0 +1,1 @@
+"""Sources: where snapshots of a cluster come from (command-line tools, pyslurm, demo)."""

@@ -1,0 +1,177 @@
+"""Read a live cluster through Slurm's own command-line tools.
+
+Every Slurm command fairshared's CLI source runs is in this file, as an argv
+list (never a shell string), with a timeout and an error that names the command:
+
+* ``scontrol show config``                — priority settings, cluster name, version;
+* ``scontrol show assoc_mgr flags=assoc`` — slurmctld's association tree: raw shares,
+  raw usage (two decimals, where sshare truncates) and the sibling order Fair
+  Tree's ties depend on (``Lft``; ``Lineage`` from 23.11);
+* ``sshare -a -l -P -m``                  — the same tree as sshare reports it; used to
+  cross-check the association manager's view, and as the fallback when that
+  command is refused;
+* ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
+  fallback;
+* ``squeue``                              — the pending jobs.
+
+The parsers are in :mod:`fairshared.sources.slurm_text`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from ..inputs.sshare_dump import parse_sshare
+from ..model import Association, InputError, Job, Snapshot
+from .slurm_text import (
+    SQUEUE_FORMAT,
+    AssocRecord,
+    parse_assoc_mgr,
+    parse_config,
+    parse_sacctmgr_assoc,
+    parse_squeue,
+    priority_config,
+    version_tuple,
+)
+
+
+class SourceError(RuntimeError):
+    """Reading the cluster failed or gave an inconsistent picture; nothing may be pushed."""
+
+
+@dataclass
+class SlurmCli:
+    """The command-line source.  ``bin_dir`` prefixes the commands (default: $PATH)."""
+
+    timeout: float = 60.0
+    bin_dir: str | None = None
+    env: dict[str, str] | None = None
+    calls: list[tuple[str, float]] = field(default_factory=list, repr=False)  # (command, seconds)
+
+    name = "cli"
+
+    # -- running commands ---------------------------------------------------------------------
+
+    def run(self, argv: list[str]) -> str:
+        exe = os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
+        what = " ".join(argv[:3])
+        t0 = time.monotonic()
+        try:
+            res = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=self.timeout,
+                                 env=self.env, stdin=subprocess.DEVNULL, errors="replace")
+        except FileNotFoundError:
+            raise SourceError(f"{argv[0]}: command not found (is Slurm installed and on PATH?)") from None
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"`{what}` did not answer within {self.timeout:g} s") from None
+        finally:
+            self.calls.append((what, time.monotonic() - t0))
+        if res.returncode != 0:
+            err = (res.stderr.strip().splitlines() or ["no error message"])[-1]
+            raise SourceError(f"`{what}` failed (exit {res.returncode}): {err}")
+        return res.stdout
+
+    # -- individual reads -----------------------------------------------------------------------
+
+    def config(self) -> dict:
+        return priority_config(parse_config(self.run(["scontrol", "show", "config"])))
+
+    def assoc_mgr(self) -> list[AssocRecord]:
+        return parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
+
+    def sshare(self) -> Snapshot:
+        text = self.run(["sshare", "-a", "-l", "-P", "-m"])
+        return parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
+
+    def sibling_order(self, cluster: str | None, version: str | None) -> tuple[str, dict]:
+        """Slurm's sibling order from slurmdbd: ``lft`` before 23.11, ``lineage`` after."""
+        kind = "lineage" if version_tuple(version) >= (23, 11) else "lft"
+        fields = ["account", "user", "partition", kind]
+        argv = ["sacctmgr", "-nP", "show", "assoc", f"format={','.join(fields)}"]
+        if cluster:
+            argv.insert(4, f"cluster={cluster}")
+        rows = parse_sacctmgr_assoc(self.run(argv), fields)
+        order = {}
+        for r in rows:
+            key = (r["account"], r["user"] or None, r["partition"] or None)
+            v = r[kind]
+            order[key] = int(v) if kind == "lft" and v.isdigit() else v
+        return kind, order
+
+    def pending_jobs(self) -> list[Job]:
+        return parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
+
+    # -- the whole picture ----------------------------------------------------------------------
+
+    def snapshot(self, *, jobs: bool = True) -> Snapshot:
+        """One consistent snapshot: tree, usage, order, config (and pending jobs).
+
+        Raises :class:`SourceError` when a read fails or the reads disagree.
+        """
+        taken = time.time()
+        cfg = self.config()
+        try:
+            records = self.assoc_mgr()
+        except (SourceError, InputError) as exc:
+            records = None
+            fallback_reason = str(exc)
+        shown = self.sshare()
+        if records is not None:
+            assocs = associations_from_assoc_mgr(records)
+            check_same_tree(assocs, shown.associations)
+            kind = "lineage" if any(isinstance(a.order, str) for a in assocs) else "lft"
+            source = "slurm-cli (scontrol show assoc_mgr)"
+        else:
+            kind, order = self.sibling_order(cfg.get("cluster_name"), cfg.get("slurm_version"))
+            missing = [a for a in shown.associations if a.key not in order]
+            if missing:
+                raise SourceError(f"sacctmgr does not know {missing[0].label()} that sshare shows")
+            assocs = [Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order[a.key])
+                      for a in shown.associations]
+            source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
+        return Snapshot(
+            associations=assocs,
+            cluster=cfg.get("cluster_name"),
+            source=source,
+            taken_at=taken,
+            sibling_order=kind,
+            config=cfg,
+            jobs=self.pending_jobs() if jobs else [],
+        )
+
+
+def associations_from_assoc_mgr(records: list[AssocRecord]) -> list[Association]:
+    """Turn association-manager records into the model; parents by ID."""
+    by_id = {r.id: r for r in records}
+    out = []
+    for r in records:
+        parent = None
+        if r.user is None and r.parent_id is not None:
+            p = by_id.get(r.parent_id)
+            if p is None:
+                raise SourceError(f"assoc_mgr: account {r.account!r} names parent id {r.parent_id}, which is not listed")
+            parent = p.account
+        elif r.user is not None:
+            parent = r.account
+        out.append(Association(r.account, r.user, parent, r.shares, r.usage, r.partition, r.order))
+    return out
+
+
+def check_same_tree(ours: list[Association], shown: list[Association]) -> None:
+    """The association manager and sshare must describe the same tree with the same shares."""
+    a = {x.key: x for x in ours}
+    b = {x.key: x for x in shown}
+    only_a = sorted(set(a) - set(b), key=str)
+    only_b = sorted(set(b) - set(a), key=str)
+    if only_a or only_b:
+        k = (only_a or only_b)[0]
+        where = "the association manager" if only_a else "sshare"
+        raise SourceError(f"the association tree changed while it was read: only {where} lists {k}")
+    for k, x in a.items():
+        y = b[k]
+        if k != ("root", None, None) and (x.shares != y.shares or x.parent_account != y.parent_account):
+            raise SourceError(f"the association tree changed while it was read: {x.label()} differs "
+                              f"(shares {x.shares!r}/{y.shares!r}, parent {x.parent_account!r}/{y.parent_account!r})")

@@ -1,0 +1,248 @@
+"""Parsers for the text Slurm's command-line tools print.  Pure functions, no I/O.
+
+Each parser takes the command's standard output and returns plain data; the
+command lines themselves live in :mod:`fairshared.sources.slurm_cli`.  Nothing
+here relies on row order, on the classic FairShare column of account rows, or on
+the ``--json`` options that appeared in 23.11: those changed between 22.05 and
+26.05.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..model import PARENT, InputError, Job, check_shares, check_usage
+
+# --- scontrol show config ---------------------------------------------------------------------
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key = Value`` lines into a dict (first occurrence wins)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z_][\w/]*)\s*=\s?(.*)$", line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def time_str_seconds(text: str, *, default_unit: str = "minutes") -> int:
+    """A Slurm time string in seconds: ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``.
+
+    A bare number is ``default_unit`` (slurm.conf's half-life and calc period are minutes).
+    ``scontrol show config`` prints ``00:30:00`` or ``7-00:00:00``.
+    """
+    s = text.strip()
+    if not s or s.upper() in ("NONE", "(NULL)"):
+        return 0
+    days = 0
+    if "-" in s:
+        d, s = s.split("-", 1)
+        days = int(d)
+        parts = [int(p) for p in s.split(":")] if s else [0]
+        while len(parts) < 3:
+            parts.append(0)  # D-HH, D-HH:MM
+        h, m, sec = parts[:3]
+        return ((days * 24 + h) * 60 + m) * 60 + sec
+    parts = [int(p) for p in s.split(":")]
+    if len(parts) == 1:
+        return parts[0] * (60 if default_unit == "minutes" else 1)
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    h, m, sec = parts[:3]
+    return (h * 60 + m) * 60 + sec
+
+
+def _int(v: str, default: int = 0) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def priority_config(raw: dict[str, str]) -> dict:
+    """The priority settings fairshared needs, with Slurm's defaults, in base units.
+
+    Keys: cluster_name, slurm_version, priority_type, priority_flags (list),
+    dampening, half_life_seconds, calc_period_seconds, usage_reset_period,
+    max_age_seconds, favor_small, weight_{age,assoc,fairshare,jobsize,partition,qos},
+    weight_tres (dict), accounting_storage_enforce (list), site_factor_plugin.
+    """
+    flags = [f.strip().upper() for f in raw.get("PriorityFlags", "").split(",") if f.strip()]
+    tres = {}
+    for item in raw.get("PriorityWeightTRES", "").split(","):
+        if "=" in item and item.strip() != "(null)":
+            k, v = item.split("=", 1)
+            try:
+                tres[k.strip().lower()] = float(v)
+            except ValueError:
+                pass
+    enforce = [e.strip().lower() for e in raw.get("AccountingStorageEnforce", "").split(",") if e.strip()]
+    plugin = raw.get("PrioritySiteFactorPlugin", "(null)")
+    return {
+        "cluster_name": raw.get("ClusterName"),
+        "slurm_version": raw.get("SLURM_VERSION"),
+        "priority_type": raw.get("PriorityType", "priority/basic"),
+        "priority_flags": flags,
+        "dampening": _int(raw.get("FairShareDampeningFactor", "1"), 1),
+        "half_life_seconds": time_str_seconds(raw.get("PriorityDecayHalfLife", "7-00:00:00")),
+        "calc_period_seconds": time_str_seconds(raw.get("PriorityCalcPeriod", "00:05:00")),
+        "usage_reset_period": raw.get("PriorityUsageResetPeriod", "NONE").upper(),
+        "max_age_seconds": time_str_seconds(raw.get("PriorityMaxAge", "7-00:00:00")),
+        "favor_small": raw.get("PriorityFavorSmall", "No").lower() in ("yes", "1", "true"),
+        "weight_age": _int(raw.get("PriorityWeightAge")),
+        "weight_assoc": _int(raw.get("PriorityWeightAssoc")),
+        "weight_fairshare": _int(raw.get("PriorityWeightFairShare")),
+        "weight_jobsize": _int(raw.get("PriorityWeightJobSize")),
+        "weight_partition": _int(raw.get("PriorityWeightPartition")),
+        "weight_qos": _int(raw.get("PriorityWeightQOS")),
+        "weight_tres": tres,
+        "accounting_storage_enforce": enforce,
+        "site_factor_plugin": None if plugin in ("(null)", "") else plugin,
+    }
+
+
+def version_tuple(version: str | None) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+# --- scontrol show assoc_mgr flags=assoc ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AssocRecord:
+    """One association as slurmctld's association manager holds it."""
+
+    id: int
+    account: str
+    user: str | None
+    partition: str | None
+    parent_id: int | None
+    shares: int | str
+    usage: float
+    order: int | str | None
+
+
+_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
+
+
+def _strip_uid(value: str) -> str:
+    m = _NAME_UID.match(value)
+    return m.group(1) if m else value
+
+
+def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
+    """``scontrol show assoc_mgr flags=assoc``: one record per ``ClusterName=`` block.
+
+    Reads Account, UserName (``name(uid)``), Partition, ID, the first field of
+    ``SharesRaw/Norm/Level/Factor`` (raw shares; ``parent`` or 2147483647 for
+    Fairshare=parent), the first of ``UsageRaw/Norm/Efctv`` (raw usage, printed
+    to two decimals where sshare truncates to an integer), ``ParentAccount=name(id)``
+    and the sibling order ``Lft=`` (22.05) or ``Lineage=`` (23.11+) when present.
+    """
+    records: list[AssocRecord] = []
+    block: dict[str, str] = {}
+    start = 0
+
+    def flush():
+        if not block:
+            return
+        w = f"{where}: record at line {start}"
+        try:
+            ident = int(block["ID"])
+        except (KeyError, ValueError):
+            raise InputError("has no numeric ID=", w) from None
+        account = block.get("Account", "")
+        if not account:
+            raise InputError("has no Account=", w)
+        user = _strip_uid(block.get("UserName", "")) or None
+        part = block.get("Partition", "") or None
+        shares_field = block.get("SharesRaw/Norm/Level/Factor")
+        usage_field = block.get("UsageRaw/Norm/Efctv")
+        if shares_field is None or usage_field is None:
+            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
+        raw_shares = shares_field.split("/")[0]
+        label = f"{w} ({account}{'/' + user if user else ''})"
+        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
+            shares: int | str = PARENT
+        else:
+            shares = check_shares(raw_shares, label)
+        usage = check_usage(usage_field.split("/")[0], label)
+        parent_id = None
+        pa = block.get("ParentAccount", "")
+        m = _NAME_UID.match(pa)
+        if m:
+            parent_id = int(m.group(2))
+        order: int | str | None = None
+        if block.get("Lineage"):
+            order = block["Lineage"]
+        elif block.get("Lft", "").isdigit():
+            order = int(block["Lft"])
+        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
+
+    in_block = False
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("ClusterName="):
+            flush()
+            block = {}
+            start = lineno
+            in_block = True
+        elif not line.startswith((" ", "\t")):
+            flush()  # a heading ("Association Records", "QOS Records", ...) ends the block
+            block = {}
+            in_block = False
+            continue
+        if in_block:
+            for m in re.finditer(r"(\S+?)=(\S*)", line):
+                block.setdefault(m.group(1), m.group(2))
+    flush()
+    return records
+
+
+# --- sacctmgr show assoc -P ------------------------------------------------------------------
+
+
+def parse_sacctmgr_assoc(text: str, fields: list[str], where: str = "sacctmgr show assoc") -> list[dict]:
+    """``sacctmgr -nP show assoc format=<fields>``: one dict per line keyed by field name."""
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) != len(fields):
+            raise InputError(f"has {len(parts)} fields, expected {len(fields)}", f"{where}: line {lineno}")
+        rows.append(dict(zip(fields, parts)))
+    return rows
+
+
+# --- squeue -----------------------------------------------------------------------------------
+
+SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
+SQUEUE_FIELDS = [("%A", "job_id"), ("%i", "display_id"), ("%u", "user"), ("%a", "account"),
+                 ("%P", "partition"), ("%q", "qos"), ("%Q", "priority"), ("%y", "nice"), ("%T", "state")]
+SQUEUE_FORMAT = SEP.join(f for f, _ in SQUEUE_FIELDS)
+
+
+def parse_squeue(text: str, where: str = "squeue") -> list[Job]:
+    """``squeue -h -o SQUEUE_FORMAT``: one :class:`~fairshared.model.Job` per line."""
+    jobs = []
+    names = [n for _, n in SQUEUE_FIELDS]
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) != len(names):
+            raise InputError(f"has {len(parts)} fields, expected {len(names)}", f"{where}: line {lineno}")
+        d = dict(zip(names, parts))
+        try:
+            job_id = int(d["job_id"])
+            priority = int(d["priority"])
+            nice = int(d["nice"])
+        except ValueError:
+            raise InputError(f"has a non-numeric job id, priority or nice: {line!r}", f"{where}: line {lineno}") from None
+        jobs.append(Job(job_id=job_id, display_id=d["display_id"], user=d["user"], account=d["account"],
+                        partition=d["partition"], qos=d["qos"], priority=priority, nice=nice,
+                        state=d["state"]))
+    return jobs

@@ -1,0 +1,231 @@
+"""Our engine against a real Slurm: same trees, same jobs, sshare's own numbers.
+
+For each of three random association trees (several depths, many siblings,
+FairShare=parent users and accounts, shares 1…1000 and 0, users in several
+accounts, the root user, and sibling accounts with no usage at all whose LevelFS
+ties at infinity) the test builds the tree with sacctmgr, runs a real workload of
+jobs as those users, waits until the cluster is quiet, restarts slurmctld (its
+decay thread runs one iteration at start-up, so every sshare column is fresh:
+see slurm-fairshare-internals §2.4) and compares every association of
+``sshare -a -l -P`` with what the live CLI source + our engine compute, for
+Fair Tree and then classic.
+
+Tolerance, and why:
+* NormShares depends on integers only: it must print identically.
+* Fair Tree's FairShare is a rank over N: it must print identically (ranks identical).
+* The usage we read is slurmctld's UsageRaw from ``scontrol show assoc_mgr``,
+  rounded to 2 decimals: an absolute error e <= 0.005 per association.  A ratio
+  of two usages (NormUsage, Fair Tree's EffectvUsage) is then off by at most
+  U·(e/u + e/p) <= 2e/u_min relatively, u_min being the smallest non-zero usage in
+  the tree (>= ~1,000 here: every job is >= 256 CPUs x >= 5 s).  Classic's
+  EffectvUsage mixes such ratios along the fs-parent chain (weights <= 1), so its
+  error is at most depth x that.  sshare prints 6 decimals: +-5e-7 more.
+* Classic FairShare F = 2^(-UE/S/d) moves by F·ln2·dUE/(S·d); LevelFS = S/U by
+  LevelFS x (relative error of U).  Infinity and blanks must match exactly.
+* RawUsage: sshare truncates the long double, we hold it to 2 decimals: +-1.
+* Classic ranks: wherever sshare's FairShare of two users differ by more than
+  both tolerances, our order must agree.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+import slurm_cluster as sc
+from fairshared.engine import build_tree, compute
+from fairshared.model import PARENT
+from fairshared.output import result_records
+from fairshared.sources.slurm_cli import SlurmCli
+
+pytestmark = pytest.mark.slurm
+
+USERS = [f"fsu{i}" for i in range(10)]
+SHARES = [1, 1, 2, 5, 10, 50, 100, 1000]
+E = 0.005  # assoc_mgr prints UsageRaw to 2 decimals
+
+
+# --- building a case on the cluster -----------------------------------------------------------
+
+def random_case(seed):
+    """A random tree: list of accounts (name, parent, shares) in creation order, user assocs, idle accounts."""
+    rng = random.Random(seed)
+    p = f"c{seed}"
+    accounts = []
+
+    def grow(parent, depth):
+        n = rng.randint(2, 4) if depth == 1 else rng.randint(0, 3 if depth < 4 else 0)
+        for i in range(n):
+            name = f"{parent if parent != 'root' else p}{'abcd'[i]}"
+            shares = PARENT if depth > 1 and rng.random() < 0.15 else rng.choice(SHARES)
+            accounts.append((name, parent, shares))
+            grow(name, depth + 1)
+
+    grow("root", 1)
+    # two unused sibling accounts (LevelFS inf, a tie), one with a 0-share user
+    accounts.append((f"{p}idle1", "root", 10))
+    accounts.append((f"{p}idle2", "root", 10))
+    rng.shuffle(accounts)  # creation order decides Slurm's sibling order (lft)
+    made, ordered = set(["root"]), []
+    while len(ordered) < len(accounts):  # parents first, otherwise the shuffled order
+        for a in accounts:
+            if a[0] not in made and a[1] in made:
+                ordered.append(a)
+                made.add(a[0])
+    users = []
+    for name, _, shares in ordered:
+        if name.endswith(("idle1", "idle2")):
+            continue
+        for u in rng.sample(USERS, rng.randint(1 if shares != PARENT else 0, 3)):
+            ushares = PARENT if rng.random() < 0.12 else rng.choice(SHARES + [0])
+            users.append((u, name, ushares))
+    users += [(USERS[0], f"{p}idle1", 1), (USERS[1], f"{p}idle1", 0), (USERS[2], f"{p}idle2", 1)]
+    return ordered, users
+
+
+def reset_cluster():
+    """Remove every test account and user, and zero the usage (root's reset clears the tree)."""
+    sc.wait_quiet(300)
+    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
+    rows = sc.run(["sacctmgr", "-nP", "show", "account", "format=account"]).stdout.split()
+    doomed = [a for a in rows if a and a != "root"]
+    if doomed:
+        sc.sacctmgr("delete", "account", "name=" + ",".join(doomed))
+    sc.sacctmgr("modify", "account", "name=root", "set", "RawUsage=0")
+
+
+def build_case(seed):
+    accounts, users = random_case(seed)
+    reset_cluster()
+    for u in USERS:
+        sc.add_unix_user(u)
+    for name, parent, shares in accounts:
+        sc.sacctmgr("add", "account", f"name={name}", f"parent={parent}", f"fairshare={shares}",
+                    f"cluster={sc.CLUSTER_NAME}")
+    for u, acct, shares in users:
+        sc.sacctmgr("add", "user", f"name={u}", f"account={acct}", f"fairshare={shares}",
+                    f"cluster={sc.CLUSTER_NAME}")
+    return accounts, users
+
+
+def run_workload(seed, users):
+    rng = random.Random(seed * 1000 + 7)
+    busy = [x for x in users if "idle" not in x[1]]
+    jobs = []
+    for u, acct, _ in rng.sample(busy, max(1, int(len(busy) * 0.7))):
+        for _ in range(rng.randint(1, 2)):
+            jobs.append(sc.submit(u, acct, rng.choice([256, 512, 1024, 1536]), rng.choice([5, 8, 12]),
+                                  partition=rng.choice(sc.PARTITIONS)))
+    jobs.append(sc.submit("root", "root", 512, 5))  # the root user association gets usage too
+    sc.wait_jobs(jobs, timeout=600)
+    sc.wait_quiet(120)
+    return jobs
+
+
+# --- comparing ------------------------------------------------------------------------------------
+
+def sshare_by_key():
+    out = {}
+    for r in sc.sshare_rows():
+        key = (r["Account"].strip(), r["User"] or None)
+        out[key] = r
+    return out
+
+
+def _num(text):
+    if text == "":
+        return None
+    return math.inf if text == "inf" else float(text)
+
+
+def compare(algorithm, snapshot, rows, result=None):
+    """Mismatches (strings) between sshare's rows and our computation on the snapshot."""
+    tree = build_tree(snapshot.associations)
+    if result is None:
+        result = compute(tree, algorithm)
+    ours = {(r["account"], r["user"]): r for r in result_records(result) if r["partition"] is None}
+    depth = dict(zip([(tree.account[i], tree.user[i]) for i in range(tree.n)], tree.depth))
+    used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]
+    rel = 2 * E / min(used) if used else 0.0
+    bad = []
+    if set(ours) != set(rows):
+        bad.append(f"association sets differ: ours-only {set(ours) - set(rows)}, sshare-only {set(rows) - set(ours)}")
+    for key in sorted(set(ours) & set(rows), key=str):
+        o, s = ours[key], rows[key]
+
+        def chk(col, ours_v, tol, exact=False):
+            want = s[col]
+            got = "" if ours_v is None else ("inf" if ours_v == "inf" else f"{float(ours_v):f}")
+            if exact or want in ("", "inf") or got in ("", "inf"):
+                if got != want:
+                    bad.append(f"{key} {col}: ours {got!r} sshare {want!r}")
+            elif abs(float(got) - float(want)) > tol + 1.01e-6:
+                bad.append(f"{key} {col}: ours {got} sshare {want} (tolerance {tol:.2g})")
+
+        u_tol = rel * max(1, int(depth[key]))
+        chk("NormShares", o["norm_shares"], 0, exact=True)
+        chk("NormUsage", o["norm_usage"], rel)
+        chk("EffectvUsage", o["effective_usage"], u_tol)
+        if abs(math.floor(o["raw_usage"]) - int(s["RawUsage"])) > 1:
+            bad.append(f"{key} RawUsage: ours {o['raw_usage']} sshare {s['RawUsage']}")
+        if algorithm == "fair_tree":
+            chk("FairShare", o["fairshare"], 0, exact=True)
+            lfs = o["level_fs"]
+            chk("LevelFS", lfs, 0 if lfs in (None, "inf") else float(lfs) * 2 * u_tol)
+        else:
+            f, sn = o["fairshare"], o["norm_shares"]
+            ftol = 0 if f is None or not sn else f * math.log(2) * u_tol / sn
+            chk("FairShare", f, ftol)
+    if algorithm == "classic":
+        bad += classic_rank_conflicts(ours, rows, rel)
+    return bad
+
+
+def classic_rank_conflicts(ours, rows, rel):
+    users = [k for k in rows if k[1] is not None and rows[k]["FairShare"]]
+    bad = []
+    for a in users:
+        for b in users:
+            fa, fb = float(rows[a]["FairShare"]), float(rows[b]["FairShare"])
+            if fa > fb + 2e-6 + 4 * rel and not ours[a]["fairshare"] > ours[b]["fairshare"]:
+                bad.append(f"rank: sshare puts {a} ({fa}) above {b} ({fb}), we do not")
+    return bad
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
+    first, second = ("fair_tree", "classic") if seed % 2 else ("classic", "fair_tree")
+    sc.ensure_cluster(first)
+    accounts, users = build_case(seed)
+    run_workload(seed, users)
+    source = SlurmCli(env=sc.cluster_env(), timeout=60)
+    for algorithm in (first, second):
+        sc.ensure_cluster(algorithm)  # switching restarts slurmctld with the new PriorityFlags
+        sc.restart_ctld()  # one decay iteration right now: every column fresh (and consistent)
+        snap = source.snapshot(jobs=False)
+        rows = sshare_by_key()
+        assert snap.sibling_order == "lft"
+        assert len(rows) == len(snap.associations) >= len(accounts) + len(users)
+        assert any(a.usage > 1000 for a in snap.associations if a.user), "the workload left no usage"
+        mismatches = compare(algorithm, snap, rows)
+        assert mismatches == [], f"{algorithm}, seed {seed}:\n" + "\n".join(mismatches[:40])
+
+        if algorithm == "fair_tree":
+            # the test has teeth: a wrong tie rule, or the wrong sibling order, is caught
+            tree = build_tree(snap.associations)
+            wrong = compute(tree, "fair_tree")
+            users = np.flatnonzero(tree.is_user)
+            best_first = users[np.argsort(-wrong.fairshare[users], kind="stable")]
+            wrong.fairshare = wrong.fairshare.copy()
+            wrong.fairshare[best_first] = (users.size - np.arange(users.size)) / users.size  # ties not repeated
+            assert compare("fair_tree", snap, rows, result=wrong) != []
+            flipped = type(snap)(associations=[
+                a.__class__(a.account, a.user, a.parent, a.shares, a.usage, a.partition, -a.order)
+                for a in snap.associations], sibling_order="lft")
+            assert compare("fair_tree", flipped, rows) != []
+    sc.ensure_cluster("fair_tree")
