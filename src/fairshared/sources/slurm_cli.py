@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
+from .base import SourceError
 from .slurm_text import (
     SQUEUE_FORMAT,
     AssocRecord,
@@ -37,10 +38,6 @@ from .slurm_text import (
     priority_config,
     version_tuple,
 )
-
-
-class SourceError(RuntimeError):
-    """Reading the cluster failed or gave an inconsistent picture; nothing may be pushed."""
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""The daemon: the imperative shell around the engine (config, cycle loop, signals)."""

@@ -1,0 +1,52 @@
+"""What one daemon cycle produced: the record every sink and log line reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine.result import Result
+from ..model import Snapshot
+from ..sinks.base import PushAction
+
+OUTCOMES = ("success", "pull_failed", "compute_failed", "push_failed")
+STAGES = ("pull", "compute", "push", "publish")
+
+
+@dataclass
+class CycleResult:
+    """One cycle: pull a complete snapshot → compute → push → publish.
+
+    * ``outcome``: ``success`` (everything done; a dry run counts), ``pull_failed``
+      (the source failed or was inconsistent: nothing computed, nothing pushed),
+      ``compute_failed`` (bad data in a complete snapshot: nothing pushed),
+      ``push_failed`` (some job updates failed; the others were applied).
+    * ``snapshot`` and ``result`` are set once the stage that makes them succeeded.
+    * ``actions``: the job updates planned this cycle (applied unless ``dry_run``);
+      ``pushed`` counts the ones applied, ``push_errors`` the ones Slurm refused,
+      ``jobs_gone`` the ones whose job ended meanwhile (not an error).
+    * ``seconds``: wall time per stage (keys from :data:`STAGES`).
+    """
+
+    number: int
+    started: float  # Unix time
+    algorithm: str
+    source: str
+    push_mode: str
+    dry_run: bool
+    outcome: str = "success"
+    error: str | None = None
+    snapshot: Snapshot | None = None
+    result: Result | None = None
+    actions: list[PushAction] = field(default_factory=list)
+    pushed: int = 0
+    push_errors: int = 0
+    jobs_gone: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "success"
+
+    @property
+    def duration(self) -> float:
+        return sum(self.seconds.values())

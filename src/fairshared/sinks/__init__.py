@@ -1,0 +1,1 @@
+"""Sinks: where a cycle's results go (job updates, Prometheus metrics)."""
