@@ -77,6 +77,72 @@ def cmd_compute(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .daemon.service import run
+
+    return run(args.config, demo=args.demo, once=args.once, dry_run=args.dry_run, period=args.period,
+               listen=args.listen)
+
+
+def cmd_recompute(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import signal as _signal
+    import time
+    import urllib.error
+    import urllib.request
+
+    from .daemon.config import load_config
+    from .daemon.service import pid_file, state_dir
+
+    cfg = load_config(args.config)
+    if args.signal:
+        pf = pid_file(cfg)
+        if pf is None or not pf.exists():
+            raise InputError("no pid file (set state.pid_file, or run under systemd with RuntimeDirectory=)",
+                             str(pf) if pf else None)
+        status_file = state_dir(cfg) / "last-cycle.json"
+
+        def number() -> int:
+            try:
+                return int(json.loads(status_file.read_text())["cycle"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return 0
+
+        before = number()
+        try:
+            os.kill(int(pf.read_text().strip()), _signal.SIGUSR1)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot signal the daemon: {exc}", str(pf)) from None
+        deadline = time.monotonic() + args.timeout
+        while number() <= before:
+            if time.monotonic() > deadline:
+                print("fairshared: error: the daemon did not finish a cycle in time", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+        status = json.loads(status_file.read_text())
+    else:
+        url = (args.url or f"http://{cfg.http.listen}").rstrip("/") + "/-/recompute"
+        token = args.token or cfg.http.token or os.environ.get("FAIRSHARED_TOKEN")
+        req = urllib.request.Request(url, data=b"", method="POST")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=args.timeout) as resp:
+                status = json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            print(f"fairshared: error: {url}: HTTP {exc.code} {exc.read().decode(errors='replace').strip()}",
+                  file=sys.stderr)
+            return 1
+        except (urllib.error.URLError, OSError) as exc:
+            print(f"fairshared: error: cannot reach the daemon at {url}: {getattr(exc, 'reason', exc)}",
+                  file=sys.stderr)
+            return 1
+    status.pop("actions", None)
+    print(json.dumps(status, indent=1))
+    return 0 if status.get("outcome") == "success" else 1
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -132,6 +198,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--save-snapshot", metavar="FILE", help="also write what was read as a fairshared snapshot")
     p.set_defaults(func=cmd_compute)
+
+    r = sub.add_parser(
+        "run",
+        help="run the daemon: every calc period pull, compute, push, and serve Prometheus metrics",
+        description="Run the fair-share daemon. Every period it reads a complete snapshot of the cluster, "
+        "computes fair-share factors, pushes changed values to pending jobs and publishes metrics on "
+        "/metrics. SIGUSR1 runs a cycle now, SIGHUP reloads the config, SIGTERM stops.",
+    )
+    r.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults; "
+                   "anything not set is read from the cluster's own configuration)")
+    r.add_argument("--demo", action="store_true", help="run on a built-in simulated cluster (no Slurm needed)")
+    r.add_argument("--once", action="store_true", help="run one cycle and exit (status 1 if it failed)")
+    r.add_argument("--dry-run", action="store_true", help="compute and report what would be pushed; push nothing")
+    r.add_argument("--period", type=_positive_float, metavar="SECONDS",
+                   help="seconds between cycles (default: the cluster's PriorityCalcPeriod)")
+    r.add_argument("--listen", metavar="HOST:PORT", help="metrics/HTTP address (default 127.0.0.1:9817)")
+    r.set_defaults(func=cmd_run)
+
+    q = sub.add_parser(
+        "recompute",
+        help="ask the running daemon for a cycle now and print its result",
+        description="Ask the running daemon to run a cycle now and wait for its result: over HTTP "
+        "(POST /-/recompute on the daemon's listen address) or, with --signal, by sending SIGUSR1 to "
+        "the pid in the daemon's pid file and waiting for its status file.",
+    )
+    q.add_argument("--config", metavar="FILE", help="the daemon's TOML configuration (for its address and token)")
+    q.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
+    q.add_argument("--token", help="bearer token (default: http.token from the config, or $FAIRSHARED_TOKEN)")
+    q.add_argument("--signal", action="store_true", help="use SIGUSR1 and the pid/status files instead of HTTP")
+    q.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS")
+    q.set_defaults(func=cmd_recompute)
     return parser
 
 

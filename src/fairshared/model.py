@@ -128,8 +128,8 @@ class Job:
     """A job as slurmctld reports it (pending jobs are the ones fairshared acts on).
 
     ``job_id`` is the unique numeric id (``%A``: an array task's own id);
-    ``display_id`` is how squeue shows it (``123_4``).  ``nice`` is the job's
-    nice value without Slurm's NICE_OFFSET.
+    ``display_id`` is how squeue shows it (``123_4``).  ``nice`` and
+    ``site_factor`` are without Slurm's NICE_OFFSET.
     """
 
     job_id: int
@@ -141,6 +141,7 @@ class Job:
     nice: int = 0
     state: str = "PENDING"
     display_id: str = ""
+    site_factor: int | None = None  # without NICE_OFFSET; None when the source cannot read it
 
 
 @dataclass(slots=True)

@@ -12,7 +12,8 @@ list (never a shell string), with a timeout and an error that names the command:
   command is refused;
 * ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
   fallback;
-* ``squeue``                              — the pending jobs.
+* ``squeue``                              — the pending jobs;
+* ``sprio``                               — the SiteFactor each pending job holds.
 
 The parsers are in :mod:`fairshared.sources.slurm_text`.
 """
@@ -23,17 +24,19 @@ import io
 import os
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
 from .base import SourceError
 from .slurm_text import (
+    SPRIO_SITE_FORMAT,
     SQUEUE_FORMAT,
     AssocRecord,
     parse_assoc_mgr,
     parse_config,
     parse_sacctmgr_assoc,
+    parse_sprio_site,
     parse_squeue,
     priority_config,
     version_tuple,
@@ -99,7 +102,12 @@ class SlurmCli:
         return kind, order
 
     def pending_jobs(self) -> list[Job]:
-        return parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
+        """Pending jobs (squeue) with the SiteFactor slurmctld holds for each (sprio)."""
+        jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
+        if not jobs:
+            return jobs
+        site = parse_sprio_site(self.run(["sprio", "-h", "-o", SPRIO_SITE_FORMAT]))
+        return [replace(j, site_factor=site.get(j.job_id)) for j in jobs]
 
     # -- the whole picture ----------------------------------------------------------------------
 

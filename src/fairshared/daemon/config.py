@@ -1,0 +1,155 @@
+"""The daemon's TOML configuration, validated with pydantic.
+
+Every key is optional: what is not given is read from the cluster's own
+configuration (``scontrol show config``) at each cycle, so an unconfigured
+daemon computes what Slurm itself would.  A bad file is rejected with one line
+naming the key (``push.mode: Input should be 'site_factor', 'nice', ...``).
+
+See deploy/fairshared.toml for a commented example.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..engine import ALGORITHMS
+from ..model import InputError
+
+DEFAULT_PORT = 9817
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceConfig(_Strict):
+    kind: Literal["auto", "cli", "pyslurm", "demo"] = "auto"
+    """auto = pyslurm if it can be imported, else Slurm's command-line tools."""
+    timeout: float = Field(60.0, gt=0, le=3600)
+    """Seconds each Slurm command (or pyslurm call) may take."""
+    bin_dir: str | None = None
+    """Directory holding sshare, scontrol, sacctmgr, squeue (default: $PATH)."""
+
+
+class UsageConfig(_Strict):
+    origin: Literal["slurmctld"] = "slurmctld"
+    """slurmctld = the decayed raw usage slurmctld keeps (what Slurm itself uses)."""
+
+
+class AlgorithmConfig(_Strict):
+    name: Literal["classic", "fair_tree", "level_based"] | None = None
+    """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
+    dampening: float | None = Field(None, gt=0)
+    """FairShareDampeningFactor for classic (default: the cluster's)."""
+    priority_levels: int | None = Field(None, ge=1, le=16)
+    """PriorityLevels for level_based (default: the depth of the tree)."""
+    zero_shares_best: bool = False
+    """level_based: reproduce 14.11's bug that gave 0-share associations the best bucket."""
+
+
+class ScheduleConfig(_Strict):
+    period: float | None = Field(None, gt=0)
+    """Seconds between cycles (default: the cluster's PriorityCalcPeriod)."""
+    max_backoff: float = Field(600.0, gt=0)
+    """After failures, cycles are retried every period, doubled per failure up to this."""
+
+
+class PushConfig(_Strict):
+    mode: Literal["site_factor", "nice", "off"] = "site_factor"
+    """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; off: compute and export only."""
+    weight: int | None = Field(None, ge=0, le=2147483645)
+    """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
+    dry_run: bool = False
+    """Compute and report what would be pushed, push nothing."""
+
+
+class HttpConfig(_Strict):
+    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
+    """HOST:PORT for /metrics, /-/healthy, /-/status and POST /-/recompute."""
+    token: str | None = None
+    """If set, POST /-/recompute requires 'Authorization: Bearer <token>'."""
+
+    @field_validator("listen")
+    @classmethod
+    def _hostport(cls, v: str) -> str:
+        parse_listen(v)
+        return v
+
+
+class LoggingConfig(_Strict):
+    format: Literal["auto", "json", "console"] = "auto"
+    """auto: JSON lines under systemd or when not on a terminal, key=value on a terminal."""
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class StateConfig(_Strict):
+    directory: str | None = None
+    """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state)."""
+    pid_file: str | None = None
+    """Written at start-up for `fairshared recompute --signal` (default: $RUNTIME_DIRECTORY/fairshared.pid)."""
+
+
+class Config(_Strict):
+    source: SourceConfig = SourceConfig()
+    usage: UsageConfig = UsageConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    push: PushConfig = PushConfig()
+    http: HttpConfig = HttpConfig()
+    logging: LoggingConfig = LoggingConfig()
+    state: StateConfig = StateConfig()
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = host.strip("[]")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError(f"port {port!r} is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ValueError(f"port {p} is out of range")
+    return host, p
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"{loc}: {msg}" if loc else msg
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read and validate a TOML file (None → all defaults).  Raises InputError naming file and key."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"is not UTF-8 text ({exc.reason})", str(p)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"is not valid TOML: {exc}", str(p)) from None
+    return config_from_dict(data, str(p))
+
+
+def config_from_dict(data: dict, where: str = "<config>") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(_first_error(exc), where) from None
+
+
+__all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "parse_listen"]

@@ -1,0 +1,251 @@
+"""One daemon cycle and the state around it: pull → compute → push → publish.
+
+This is the imperative shell: every formula lives in :mod:`fairshared.engine`
+and :mod:`fairshared.plan`, every Slurm call in a source or sink.  The rules:
+
+* a cycle pushes nothing unless the snapshot was complete and consistent and
+  the computation succeeded; a failure skips the rest of the cycle, keeps the
+  last good metrics (marked stale) and is retried with backoff — never a crash;
+* only jobs whose value changed are updated; a job that ended meanwhile is not
+  an error; the push state (what we wrote) is saved after every push.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from ..engine import Params, build_tree, compute
+from ..model import InputError, Snapshot
+from ..plan import PushState, plan
+from ..sinks.base import JobGone, PushError
+from .config import Config
+from .cycle import CycleResult
+from .logs import get_logger
+
+DEFAULT_WEIGHT = 10000
+
+
+def algorithm_for(config: Config, snap: Snapshot) -> str:
+    if config.algorithm.name:
+        return config.algorithm.name
+    flags = {f.upper() for f in snap.config.get("priority_flags", [])}
+    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
+
+
+def weight_for(config: Config, snap: Snapshot) -> int:
+    if config.push.weight is not None:
+        return config.push.weight
+    return int(snap.config.get("weight_fairshare") or 0) or DEFAULT_WEIGHT
+
+
+def period_for(config: Config, snap_config: dict | None) -> float:
+    if config.schedule.period:
+        return float(config.schedule.period)
+    cp = (snap_config or {}).get("calc_period_seconds")
+    return float(cp) if cp else 300.0
+
+
+class Runner:
+    """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle."""
+
+    def __init__(self, config: Config, source, updater, metrics=None, state_dir: str | Path | None = None):
+        self.config = config
+        self.source = source
+        self.updater = updater
+        self.metrics = metrics
+        self.log = get_logger()
+        self.lock = threading.Lock()
+        self.number = 0
+        self.last: CycleResult | None = None
+        self.last_good: CycleResult | None = None
+        self.failures = 0
+        self.cluster_config: dict | None = None
+        self.state_dir = Path(state_dir) if state_dir else None
+        self.state = self._load_state()
+        self.done = threading.Condition()
+
+    # -- push state on disk ----------------------------------------------------------------------
+
+    @property
+    def state_file(self) -> Path | None:
+        return self.state_dir / "push-state.json" if self.state_dir else None
+
+    def _load_state(self) -> PushState:
+        mode = self.config.push.mode
+        f = self.state_file
+        if f is None or not f.exists():
+            return PushState(mode)
+        try:
+            return PushState.from_dict(json.loads(f.read_text()), mode)
+        except (OSError, ValueError) as exc:
+            self.log.warning("push state unreadable, starting afresh", file=str(f), error=str(exc))
+            return PushState(mode)
+
+    def _save_state(self) -> None:
+        f = self.state_file
+        if f is None:
+            return
+        tmp = f.with_suffix(".tmp")
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.state.to_dict()))
+            os.replace(tmp, f)
+        except OSError as exc:
+            self.log.error("cannot save push state", file=str(f), error=str(exc))
+
+    def _write_status(self) -> None:
+        """last-cycle.json beside the push state: what `fairshared recompute --signal` waits on."""
+        if self.state_dir is None:
+            return
+        f = self.state_dir / "last-cycle.json"
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = f.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.status()))
+            os.replace(tmp, f)
+        except OSError as exc:
+            self.log.error("cannot write the status file", file=str(f), error=str(exc))
+
+    # -- the cycle --------------------------------------------------------------------------------
+
+    def reconfigure(self, config: Config) -> None:
+        with self.lock:
+            if config.push.mode != self.config.push.mode:
+                self.state = PushState(config.push.mode)
+            self.config = config
+
+    def cycle(self, reason: str = "timer") -> CycleResult:
+        with self.lock:
+            self.number += 1
+            res = self._cycle(reason)
+            self.last = res
+            if res.outcome in ("success", "push_failed"):
+                self.last_good = res
+            self.failures = 0 if res.ok else self.failures + 1
+            t0 = time.monotonic()
+            if self.metrics is not None:
+                try:
+                    self.metrics.publish(res)
+                except Exception as exc:  # a metrics bug must not stop the daemon
+                    self.log.error("publishing metrics failed", error=repr(exc))
+            res.seconds["publish"] = time.monotonic() - t0
+            self._log(res, reason)
+            self._write_status()
+        with self.done:
+            self.done.notify_all()
+        return res
+
+    def _cycle(self, reason: str) -> CycleResult:
+        cfg = self.config
+        res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
+                          source=getattr(self.source, "name", "?"), push_mode=cfg.push.mode,
+                          dry_run=cfg.push.dry_run)
+        t0 = time.monotonic()
+        try:
+            snap = self.source.snapshot()
+            tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
+        except InputError as exc:
+            return self._fail(res, "pull_failed", f"inconsistent data: {exc}", t0, "pull")
+        except Exception as exc:  # SourceError, OSError, timeouts: all mean "no complete snapshot"
+            return self._fail(res, "pull_failed", str(exc) or repr(exc), t0, "pull")
+        res.snapshot = snap
+        self.cluster_config = snap.config
+        res.seconds["pull"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        try:
+            res.algorithm = algorithm_for(cfg, snap)
+            params = Params(dampening=cfg.algorithm.dampening or float(snap.config.get("dampening") or 1),
+                            priority_levels=cfg.algorithm.priority_levels,
+                            zero_shares_best=cfg.algorithm.zero_shares_best)
+            res.result = compute(tree, res.algorithm, params)
+            if cfg.push.mode != "off":
+                current = {j.job_id: j.site_factor for j in snap.jobs if j.site_factor is not None}
+                actions, new_state, unknown = plan(snap.jobs, res.result, mode=cfg.push.mode,
+                                                   weight=weight_for(cfg, snap), state=self.state,
+                                                   current_site_factor=current or None)
+                res.actions = actions
+                if unknown:
+                    self.log.warning("pending jobs without a known association", count=len(unknown),
+                                     example=f"job {unknown[0].job_id} ({unknown[0].account}/{unknown[0].user})")
+            else:
+                new_state = self.state
+        except Exception as exc:
+            return self._fail(res, "compute_failed", repr(exc), t0, "compute")
+        res.seconds["compute"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        if not cfg.push.dry_run and cfg.push.mode != "off":
+            failed: set[int] = set()
+            for action in res.actions:
+                try:
+                    self.updater.apply(action)
+                    res.pushed += 1
+                except JobGone:
+                    res.jobs_gone += 1
+                    failed.add(action.job_id)
+                except PushError as exc:
+                    res.push_errors += 1
+                    failed.add(action.job_id)
+                    self.log.error("push refused", job_id=action.job_id, error=str(exc))
+            for jid in failed:  # forget what did not land: next cycle sees Slurm's real value
+                new_state.jobs.pop(jid, None)
+                if jid in self.state.jobs:
+                    new_state.jobs[jid] = self.state.jobs[jid]
+            self.state = new_state
+            self._save_state()
+            if res.push_errors:
+                res.outcome = "push_failed"
+                res.error = f"{res.push_errors} of {len(res.actions)} job updates refused"
+        res.seconds["push"] = time.monotonic() - t0
+        return res
+
+    def _fail(self, res: CycleResult, outcome: str, error: str, t0: float, stage: str) -> CycleResult:
+        res.outcome = outcome
+        res.error = error
+        res.seconds[stage] = time.monotonic() - t0
+        return res
+
+    def _log(self, res: CycleResult, reason: str) -> None:
+        fields = dict(
+            cycle=res.number, reason=reason, outcome=res.outcome, algorithm=res.algorithm,
+            source=res.source, push_mode=res.push_mode, dry_run=res.dry_run,
+            associations=len(res.snapshot.associations) if res.snapshot else None,
+            pending_jobs=len(res.snapshot.jobs) if res.snapshot else None,
+            planned=len(res.actions), pushed=res.pushed, push_errors=res.push_errors, jobs_gone=res.jobs_gone,
+            seconds={k: round(v, 4) for k, v in res.seconds.items()},
+        )
+        if res.ok:
+            self.log.info("cycle", **fields)
+        else:
+            self.log.error("cycle", error=res.error, consecutive_failures=self.failures,
+                           next_retry_seconds=self.retry_delay(), **fields)
+
+    def retry_delay(self) -> float:
+        """Seconds until the next try: the period, doubled per consecutive failure, capped."""
+        base = period_for(self.config, self.cluster_config)
+        if self.failures <= 1:
+            return base
+        return min(self.config.schedule.max_backoff, base * 2 ** (self.failures - 1))
+
+    def status(self) -> dict:
+        r = self.last
+        return {
+            "cycle": self.number,
+            "outcome": r.outcome if r else None,
+            "error": r.error if r else None,
+            "algorithm": r.algorithm if r else None,
+            "planned": len(r.actions) if r else 0,
+            "pushed": r.pushed if r else 0,
+            "push_errors": r.push_errors if r else 0,
+            "dry_run": r.dry_run if r else self.config.push.dry_run,
+            "consecutive_failures": self.failures,
+            "stale": bool(r and not r.ok),
+            "last_success": self.last_good.started if self.last_good else None,
+            "actions": [{"job_id": a.job_id, "field": a.field, "old": a.old, "new": a.new,
+                         "contribution": a.contribution} for a in (r.actions if r else [])][:1000],
+        }

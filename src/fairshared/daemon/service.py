@@ -1,0 +1,268 @@
+"""``fairshared run``: the long-running service.
+
+APScheduler runs the period (one cycle at a time on a single worker thread,
+late cycles coalesced, an overrun logged).  The main thread only waits for
+signals and pings the systemd watchdog:
+
+* SIGUSR1 — run one cycle now;
+* SIGHUP  — reload the config file (a bad file is rejected, the old config kept);
+* SIGTERM/SIGINT — let a running cycle finish (or abandon it after 20 s) and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from .. import __version__
+from ..model import InputError
+from ..sources.base import SourceError
+from . import sdnotify
+from .config import Config, load_config, parse_listen
+from .http import DaemonHTTPServer
+from .logs import configure, get_logger
+from .runner import Runner, period_for
+
+STOP_GRACE = 20.0
+
+
+def make_source_and_updater(config: Config, demo: bool):
+    kind = "demo" if demo else config.source.kind
+    if kind == "demo":
+        from ..sources.demo import DemoCluster, DemoSource, DemoUpdater
+
+        cluster = DemoCluster()
+        return DemoSource(cluster), DemoUpdater(cluster)
+    if kind in ("auto", "pyslurm"):
+        try:
+            import pyslurm  # noqa: F401
+
+            have_pyslurm = True
+        except Exception:
+            have_pyslurm = False
+        if kind == "pyslurm" and not have_pyslurm:
+            raise SourceError("source.kind is 'pyslurm' but pyslurm cannot be imported "
+                              "(pip install 'fairshared[pyslurm]' against the site's Slurm 25.11)")
+        if have_pyslurm:
+            from ..sinks.push_pyslurm import PyslurmUpdater
+            from ..sources.pyslurm_source import PyslurmSource
+
+            return PyslurmSource(), PyslurmUpdater()
+    from ..sinks.push_cli import CliUpdater
+    from ..sources.slurm_cli import SlurmCli
+
+    return (SlurmCli(timeout=config.source.timeout, bin_dir=config.source.bin_dir),
+            CliUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
+
+
+def state_dir(config: Config) -> Path:
+    return Path(config.state.directory or os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+                or "fairshared-state")
+
+
+def pid_file(config: Config) -> Path | None:
+    if config.state.pid_file:
+        return Path(config.state.pid_file)
+    rd = os.environ.get("RUNTIME_DIRECTORY", "").split(":")[0]
+    return Path(rd) / "fairshared.pid" if rd else None
+
+
+class Service:
+    def __init__(self, config: Config, config_path: str | None, *, demo: bool = False, once: bool = False,
+                 metrics=None):
+        self.config = config
+        self.config_path = config_path
+        self.demo = demo
+        self.once = once
+        self.log = get_logger()
+        source, updater = make_source_and_updater(config, demo)
+        if metrics is None:
+            from ..sinks.metrics import Metrics
+
+            metrics = Metrics(version=__version__)
+        self.metrics = metrics
+        self._set_info()
+        self.runner = Runner(config, source, updater, metrics, state_dir(config))
+        self.wake = threading.Event()
+        self.stop_requested = False
+        self.reload_requested = False
+        self.cycle_requested = 0
+        self.scheduler: BackgroundScheduler | None = None
+        self.http: DaemonHTTPServer | None = None
+        self.period: float | None = None
+
+    def _set_info(self):
+        c = self.config
+        self.metrics.set_info(algorithm=c.algorithm.name or "cluster", source="demo" if self.demo else c.source.kind,
+                              push_mode=c.push.mode, dry_run=c.push.dry_run)
+
+    # -- scheduling ---------------------------------------------------------------------------------
+
+    def _run_cycle(self, reason: str = "timer"):
+        res = self.runner.cycle(reason)
+        sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
+                        + (" (dry run)" if res.dry_run else ""))
+        self._reschedule()
+        return res
+
+    def _reschedule(self) -> None:
+        """Keep the timer at the cluster's period; after failures, back off."""
+        if self.scheduler is None:
+            return
+        period = period_for(self.config, self.runner.cluster_config)
+        delay = self.runner.retry_delay() if self.runner.failures else period
+        job = self.scheduler.get_job("cycle")
+        if job is None:
+            return
+        if period != self.period or self.runner.failures:
+            self.period = period
+            self.scheduler.reschedule_job("cycle", trigger="interval", seconds=period,
+                                          start_date=datetime.now() + timedelta(seconds=delay))
+
+    def _on_event(self, event):
+        if event.code == EVENT_JOB_MAX_INSTANCES:
+            self.log.warning("cycle overran its period; the late cycle was coalesced into the next one")
+        elif event.code == EVENT_JOB_MISSED:
+            self.log.warning("cycle missed its time; coalesced")
+
+    def trigger(self, reason: str) -> None:
+        """Queue one cycle now (runs after a cycle in progress)."""
+        if self.scheduler is not None:
+            self.scheduler.add_job(self._run_cycle, args=[reason], executor="default", max_instances=10,
+                                   misfire_grace_time=None)
+
+    def recompute_and_wait(self, timeout: float) -> dict | None:
+        # the cycle number increments when a cycle starts, so ours is number + 1 whether or
+        # not a cycle is running right now (a running one already holds number)
+        target = self.runner.number + 1
+        with self.runner.done:
+            self.trigger("http")
+            ok = self.runner.done.wait_for(lambda: self.runner.number >= target and not self.runner.lock.locked(),
+                                           timeout=timeout)
+        return self.runner.status() if ok else None
+
+    # -- signals ------------------------------------------------------------------------------------
+
+    def _signal(self, signum, frame):
+        if signum == signal.SIGUSR1:
+            self.cycle_requested += 1
+        elif signum == signal.SIGHUP:
+            self.reload_requested = True
+        else:
+            self.stop_requested = True
+        self.wake.set()
+
+    def reload(self) -> None:
+        sdnotify.reloading()
+        try:
+            new = load_config(self.config_path) if self.config_path else self.config
+        except InputError as exc:
+            self.log.error("reload rejected, keeping the running configuration", error=str(exc))
+            sdnotify.ready(status="reload rejected: " + str(exc))
+            return
+        if new.http != self.config.http or new.source != self.config.source:
+            self.log.warning("http and source settings take effect at the next restart")
+        self.config = new
+        self.runner.reconfigure(new)
+        self._set_info()
+        self.log.info("configuration reloaded", file=self.config_path)
+        sdnotify.ready(status="configuration reloaded")
+        self.trigger("reload")
+
+    # -- main ---------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        for s in (signal.SIGUSR1, signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+            signal.signal(s, self._signal)
+        if self.once:
+            res = self.runner.cycle("once")
+            return 0 if res.ok else 1
+        host, port = parse_listen(self.config.http.listen)
+        self.http = DaemonHTTPServer((host, port), render_metrics=lambda: (self.metrics.render(), self.metrics.content_type),
+                                     status=self.runner.status, recompute=self.recompute_and_wait,
+                                     token=self.config.http.token)
+        self.http.start()
+        pf = pid_file(self.config)
+        if pf:
+            try:
+                pf.parent.mkdir(parents=True, exist_ok=True)
+                pf.write_text(f"{os.getpid()}\n")
+            except OSError as exc:
+                self.log.warning("cannot write pid file", file=str(pf), error=str(exc))
+        self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
+                                             job_defaults={"coalesce": True, "max_instances": 1})
+        self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
+        self.period = period_for(self.config, None) if self.config.schedule.period else 300.0
+        self.scheduler.add_job(self._run_cycle, "interval", seconds=self.period, id="cycle",
+                               next_run_time=datetime.now(), misfire_grace_time=int(self.period))
+        self.scheduler.start()
+        self.log.info("started", version=__version__, listen=f"{host}:{self.http.server_address[1]}",
+                      source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,
+                      dry_run=self.config.push.dry_run, pid=os.getpid())
+        sdnotify.ready(status="running")
+        wd = sdnotify.watchdog_interval()
+        while not self.stop_requested:
+            self.wake.wait(timeout=min(wd or 1.0, 1.0))
+            self.wake.clear()
+            if wd:
+                sdnotify.watchdog()
+            if self.reload_requested:
+                self.reload_requested = False
+                self.reload()
+            while self.cycle_requested:
+                self.cycle_requested -= 1
+                self.trigger("signal")
+        return self.shutdown()
+
+    def shutdown(self) -> int:
+        sdnotify.stopping()
+        self.log.info("stopping")
+        done = threading.Event()
+
+        def stop_scheduler():
+            try:
+                self.scheduler.shutdown(wait=True)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop_scheduler, daemon=True).start()
+        if not done.wait(STOP_GRACE):
+            self.log.warning("a cycle was still running at shutdown; abandoned", grace_seconds=STOP_GRACE)
+        if self.http:
+            self.http.shutdown()
+            self.http.server_close()
+        pf = pid_file(self.config)
+        if pf:
+            try:
+                pf.unlink()
+            except OSError:
+                pass
+        self.log.info("stopped")
+        return 0
+
+
+def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period=None, listen=None) -> int:
+    config = load_config(config_path)
+    over = {}
+    if dry_run:
+        over["push"] = config.push.model_copy(update={"dry_run": True})
+    if period:
+        over["schedule"] = config.schedule.model_copy(update={"period": period})
+    if listen:
+        parse_listen(listen)
+        over["http"] = config.http.model_copy(update={"listen": listen})
+    if over:
+        config = config.model_copy(update=over)
+    configure(config.logging.format, config.logging.level)
+    svc = Service(config, config_path, demo=demo, once=once)
+    return svc.run()
+
+
+__all__ = ["Service", "run"]

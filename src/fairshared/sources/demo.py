@@ -1,0 +1,146 @@
+"""A simulated cluster for ``fairshared run --demo``: no Slurm needed.
+
+A small university tree (FairShare=parent users and accounts, a 0-share user,
+a user in two accounts, the root user) whose users run jobs at their own pace;
+usage decays with a half-life as in slurmctld, new jobs arrive and queued ones
+start.  Every ``snapshot()`` advances the simulated clock by one calc period, so
+the metrics move like a live cluster's.  :class:`DemoUpdater` applies pushes to
+the simulated queue, so a cycle with nothing new pushes nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import replace
+
+from ..model import PARENT, Association, Job, Snapshot
+from ..sinks.base import JobGone, PushAction
+
+TREE = [
+    ("root", None, None, 1),
+    ("root", "root", None, 1),
+    ("physics", None, "root", 40),
+    ("physics", "alice", None, 10),
+    ("physics", "bob", None, 10),
+    ("astro", None, "physics", 20),
+    ("astro", "carol", None, 1),
+    ("astro", "dan", None, 1),
+    ("astro", "erin", None, PARENT),
+    ("theory", None, "physics", PARENT),
+    ("theory", "frank", None, 1),
+    ("theory", "gina", None, 3),
+    ("chemistry", None, "root", 35),
+    ("chemistry", "hana", None, 1),
+    ("chemistry", "ivan", None, 1),
+    ("chemistry", "alice", None, 1),
+    ("biology", None, "root", 25),
+    ("genomics", None, "biology", 3),
+    ("genomics", "jo", None, 1),
+    ("genomics", "kim", None, 0),
+    ("imaging", None, "biology", 2),
+    ("imaging", "lee", None, 1),
+]
+# how hungry each user is (CPU-seconds per second while active) and how often active
+APPETITE = {"alice": (900, 0.6), "bob": (200, 0.3), "carol": (1500, 0.5), "dan": (50, 0.2),
+            "erin": (400, 0.4), "frank": (100, 0.3), "gina": (0, 0.0), "hana": (2500, 0.7),
+            "ivan": (300, 0.4), "jo": (600, 0.3), "kim": (100, 0.2), "lee": (0, 0.1), "root": (0, 0.0)}
+PARTITIONS = ("batch", "gpu")
+
+CONFIG = {
+    "cluster_name": "demo",
+    "slurm_version": "demo",
+    "priority_type": "priority/multifactor",
+    "priority_flags": [],
+    "dampening": 1,
+    "half_life_seconds": 3600,
+    "calc_period_seconds": 15,
+    "usage_reset_period": "NONE",
+    "max_age_seconds": 86400,
+    "favor_small": False,
+    "weight_age": 1000,
+    "weight_assoc": 0,
+    "weight_fairshare": 0,
+    "weight_jobsize": 0,
+    "weight_partition": 1000,
+    "weight_qos": 0,
+    "weight_tres": {},
+    "accounting_storage_enforce": ["associations", "limits"],
+    "site_factor_plugin": None,
+}
+
+
+class DemoCluster:
+    """The simulated cluster's state; shared by the demo source and updater."""
+
+    def __init__(self, seed: int = 42, step: float | None = None):
+        self.rng = random.Random(seed)
+        self.step = step or CONFIG["calc_period_seconds"]
+        self.now = 0.0
+        self.usage = {(a, u): 0.0 for a, u, _, _ in TREE if u}
+        self.jobs: dict[int, Job] = {}
+        self.next_id = 1000
+        self.lock = threading.Lock()
+        for _ in range(3):
+            self.advance()
+
+    def advance(self) -> None:
+        """One calc period: decay, charge the active users, queue churn."""
+        decay = 0.5 ** (self.step / CONFIG["half_life_seconds"])
+        for key in self.usage:
+            self.usage[key] *= decay
+            rate, p = APPETITE[key[1]]
+            if self.rng.random() < p:
+                self.usage[key] += rate * self.step * self.rng.uniform(0.5, 1.5)
+        for jid in [j for j in self.jobs if self.rng.random() < 0.25]:
+            del self.jobs[jid]  # started (or cancelled)
+        for (acct, user), (rate, p) in ((k, APPETITE[k[1]]) for k in self.usage):
+            if user != "root" and self.rng.random() < p * 0.5:
+                self.jobs[self.next_id] = Job(
+                    job_id=self.next_id, display_id=str(self.next_id), user=user, account=acct,
+                    partition=self.rng.choice(PARTITIONS), qos="normal", priority=1000,
+                    nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0)
+                self.next_id += 1
+        self.now += self.step
+
+    def associations(self) -> list[Association]:
+        out = []
+        for i, (acct, user, parent, shares) in enumerate(TREE):
+            usage = self.usage[(acct, user)] if user else None
+            out.append(Association(acct, user, parent if user is None else acct, shares,
+                                   None if usage is None else round(usage, 2), None, i))
+        return out
+
+
+class DemoSource:
+    name = "demo"
+
+    def __init__(self, cluster: DemoCluster | None = None):
+        self.cluster = cluster or DemoCluster()
+
+    def snapshot(self, *, jobs: bool = True) -> Snapshot:
+        c = self.cluster
+        with c.lock:
+            c.advance()
+            return Snapshot(associations=c.associations(), cluster="demo", source="demo", taken_at=time.time(),
+                            sibling_order="lft", config=dict(CONFIG),
+                            jobs=list(c.jobs.values()) if jobs else [])
+
+
+class DemoUpdater:
+    name = "demo"
+
+    def __init__(self, cluster: DemoCluster):
+        self.cluster = cluster
+
+    def apply(self, action: PushAction) -> None:
+        c = self.cluster
+        with c.lock:
+            job = c.jobs.get(action.job_id)
+            if job is None:
+                raise JobGone(f"job {action.job_id} is no longer pending")
+            if action.field == "site_factor":
+                c.jobs[action.job_id] = replace(job, site_factor=action.new)
+            elif action.field == "nice":
+                c.jobs[action.job_id] = replace(job, nice=action.new)

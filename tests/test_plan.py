@@ -1,0 +1,99 @@
+"""Push planning: which pending job gets which value, and only when it changed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fairshared.engine import compute
+from fairshared.model import Association, Job
+from fairshared.plan import LIMIT, JobState, PushState, contribution, plan
+
+TREE = [
+    Association("root", None, None, 1, None),
+    Association("a", None, "root", 1, None),
+    Association("a", "busy", "a", 1, 90.0),
+    Association("a", "idle", "a", 1, 0.0),
+    Association("a", "idle", "a", 1, 30.0, partition="gpu"),
+]
+
+
+@pytest.fixture(scope="module")
+def result():
+    return compute(TREE, "fair_tree")
+
+
+def job(i, user="busy", **kw):
+    return Job(job_id=i, user=user, account="a", partition=kw.pop("partition", "batch"), priority=100, **kw)
+
+
+def test_site_factor_is_weight_times_factor(result):
+    # Fair Tree, N = 3 users: idle (LevelFS inf) 1.0; idle/gpu (30 of 120) 2/3; busy 1/3
+    jobs = [job(1), job(2, "idle"), job(3, "idle", partition="gpu"), job(4, "idle", partition="gpu,batch")]
+    actions, state, unknown = plan(jobs, result, mode="site_factor", weight=3000, state=PushState("site_factor"))
+    assert {a.job_id: a.new for a in actions} == {1: 1000, 2: 3000, 3: 2000, 4: 2000}
+    assert all(a.field == "site_factor" and a.old is None for a in actions)
+    assert unknown == []
+    # the same inputs again: nothing to do
+    again, _, _ = plan(jobs, result, mode="site_factor", weight=3000, state=state)
+    assert again == []
+
+
+def test_site_factor_compares_with_what_slurm_holds(result):
+    jobs = [job(1, site_factor=1000), job(2, "idle", site_factor=7)]
+    actions, _, _ = plan(jobs, result, mode="site_factor", weight=3000, state=PushState("site_factor"),
+                         current_site_factor={1: 1000, 2: 7})
+    assert [(a.job_id, a.old, a.new) for a in actions] == [(2, 7, 3000)]
+
+
+def test_nice_keeps_the_owners_own_nice_across_cycles_and_restarts(result):
+    state = PushState("nice")
+    j = job(5, nice=50)  # the owner asked for nice 50
+    actions, state, _ = plan([j], result, mode="nice", weight=3000, state=state)
+    assert [(a.old, a.new, a.contribution) for a in actions] == [(50, 50 - 1000, 1000)]
+    # Slurm now holds our value; a new cycle (or a restart that reloads the state) changes nothing
+    j = replace(j, nice=-950)
+    restored = PushState.from_dict(state.to_dict(), "nice")
+    for st in (state, restored):
+        again, st2, _ = plan([j], result, mode="nice", weight=3000, state=st)
+        assert again == [] and st2.jobs[5] == JobState(-950, 50)
+    # the owner changes their nice to 10: that becomes the base
+    j = replace(j, nice=10)
+    actions, state, _ = plan([j], result, mode="nice", weight=3000, state=state)
+    assert [(a.old, a.new) for a in actions] == [(10, 10 - 1000)]
+    assert state.jobs[5].base == 10
+
+
+def test_nice_after_a_failed_push_recomputes_from_slurms_value(result):
+    state = PushState("nice", {6: JobState(-1000, 0)})  # we meant to write -1000 but it never landed
+    actions, state, _ = plan([job(6, nice=0)], result, mode="nice", weight=3000, state=state)
+    assert [(a.old, a.new) for a in actions] == [(0, -1000)] and state.jobs[6].base == 0
+
+
+def test_held_finished_and_unknown_jobs(result):
+    held = replace(job(7), priority=0)
+    running = replace(job(8), state="RUNNING")
+    stranger = Job(job_id=9, user="nobody", account="a", partition="batch", priority=5)
+    actions, state, unknown = plan([held, running, stranger], result, mode="site_factor", weight=10,
+                                   state=PushState("site_factor"))
+    assert actions == [] and unknown == [stranger] and state.jobs == {}
+
+
+def test_clamped_to_slurms_limits(result):
+    actions, _, _ = plan([job(10, "idle", nice=-LIMIT)], result, mode="nice", weight=LIMIT,
+                         state=PushState("nice"))
+    assert actions == []  # -LIMIT - LIMIT clamps to -LIMIT, which the job already has
+    actions, _, _ = plan([job(11, "idle")], result, mode="site_factor", weight=LIMIT, state=PushState("site_factor"))
+    assert actions[0].new == LIMIT
+
+
+def test_state_of_another_mode_is_ignored():
+    st = PushState("nice", {1: JobState(5, 3)})
+    assert PushState.from_dict(st.to_dict(), "site_factor").jobs == {}
+    assert PushState.from_dict({"garbage": True}, "nice").jobs == {}
+
+
+def test_contribution_rounds_and_ignores_nan():
+    assert contribution(10000, 0.33333) == 3333 and contribution(3, 0.5) == 2
+    assert contribution(100, float("nan")) == 0

@@ -1,0 +1,161 @@
+"""One daemon cycle's rules, with in-process sources and updaters.
+
+These check the shell's logic (what is pushed when, what a failure does); the
+real-Slurm daemon tests are in test_daemon_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from fairshared.daemon.config import config_from_dict
+from fairshared.daemon.runner import Runner
+from fairshared.model import Association, Job, Snapshot
+from fairshared.sinks.base import JobGone, PushError
+from fairshared.sources.base import SourceError
+from fairshared.sources.demo import DemoCluster, DemoSource, DemoUpdater
+
+TREE = [
+    Association("root", None, None, 1, None),
+    Association("a", None, "root", 1, None),
+    Association("a", "busy", "a", 1, 90.0),
+    Association("a", "idle", "a", 1, 0.0),
+]
+CFG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "dampening": 1}
+
+
+class Queue:
+    """A static cluster: a tree and a queue whose jobs keep what is written to them."""
+
+    name = "static"
+
+    def __init__(self, jobs, fail=None):
+        self.jobs = {j.job_id: j for j in jobs}
+        self.fail = fail
+        self.applied = []
+        self.snapshots = 0
+
+    def snapshot(self, *, jobs=True):
+        self.snapshots += 1
+        if self.fail:
+            raise self.fail
+        return Snapshot(associations=list(TREE), config=dict(CFG), jobs=list(self.jobs.values()))
+
+    def apply(self, action):
+        self.applied.append(action)
+        if action.job_id == 666:
+            raise PushError("job 666: Access/permission denied")
+        if action.job_id not in self.jobs:
+            raise JobGone(f"job {action.job_id}: Invalid job id specified")
+        self.jobs[action.job_id] = replace(self.jobs[action.job_id], site_factor=action.new)
+
+
+class Recorder:
+    def __init__(self):
+        self.cycles = []
+
+    def publish(self, cycle):
+        self.cycles.append(cycle)
+
+
+def jobs():
+    return [Job(1, "busy", "a", "batch", priority=10, site_factor=0),
+            Job(2, "idle", "a", "batch", priority=10, site_factor=0)]
+
+
+def runner(q, tmp_path, **push):
+    cfg = config_from_dict({"push": {"weight": 1000, **push}})
+    return Runner(cfg, q, q, Recorder(), tmp_path)
+
+
+def test_push_then_nothing_when_inputs_unchanged(tmp_path):
+    q = Queue(jobs())
+    r = runner(q, tmp_path)
+    first = r.cycle()
+    assert first.outcome == "success" and first.algorithm == "fair_tree"
+    assert {(a.job_id, a.new) for a in first.actions} == {(1, 500), (2, 1000)}  # F 1/2 and 1 (N = 2)
+    assert first.pushed == 2 and q.jobs[2].site_factor == 1000
+    second = r.cycle()
+    assert second.actions == [] and second.pushed == 0
+    assert json.loads((tmp_path / "push-state.json").read_text())["jobs"] == {
+        "1": {"value": 500, "base": 0}, "2": {"value": 1000, "base": 0}}
+    assert json.loads((tmp_path / "last-cycle.json").read_text())["cycle"] == 2
+
+
+def test_failed_pull_pushes_nothing_and_backs_off(tmp_path):
+    q = Queue(jobs())
+    r = runner(q, tmp_path)
+    assert r.cycle().ok  # learns the cluster's 60 s calc period
+    q.applied.clear()
+    q.jobs = {j.job_id: j for j in jobs()}  # queue changed: there would be something to push
+    q.fail = SourceError("`sshare -a -l` did not answer within 60 s")
+    res = r.cycle()
+    assert res.outcome == "pull_failed" and "did not answer" in res.error
+    assert q.applied == [] and res.result is None
+    r.cycle()
+    r.cycle()
+    assert r.failures == 3 and r.retry_delay() == 240  # 60 s period doubled twice
+    assert r.metrics.cycles[-1].outcome == "pull_failed" and r.status()["stale"]
+    q.fail = None
+    ok = r.cycle()
+    assert ok.outcome == "success" and ok.pushed == 2 and r.failures == 0 and not r.status()["stale"]
+
+
+def test_inconsistent_snapshot_is_a_failed_pull(tmp_path):
+    q = Queue(jobs())
+    r = runner(q, tmp_path)
+    q.snapshot = lambda **kw: Snapshot(associations=TREE + [TREE[-1]], config=dict(CFG), jobs=jobs())
+    res = r.cycle()
+    assert res.outcome == "pull_failed" and "duplicate association" in res.error and q.applied == []
+
+
+def test_dry_run_plans_but_writes_nothing(tmp_path):
+    q = Queue(jobs())
+    r = runner(q, tmp_path, dry_run=True)
+    res = r.cycle()
+    assert len(res.actions) == 2 and res.pushed == 0 and q.applied == [] and res.dry_run
+
+
+def test_refused_and_vanished_jobs(tmp_path):
+    js = jobs() + [Job(666, "idle", "a", "batch", priority=10, site_factor=0),
+                   Job(777, "busy", "a", "batch", priority=10, site_factor=0)]
+    q = Queue(js)
+    r = runner(q, tmp_path)
+    del q.jobs[777]
+    q.snapshot = lambda **kw: Snapshot(associations=list(TREE), config=dict(CFG), jobs=js)
+    res = r.cycle()
+    assert res.outcome == "push_failed" and res.push_errors == 1 and res.jobs_gone == 1 and res.pushed == 2
+    assert 666 not in r.state.jobs and 777 not in r.state.jobs  # retried next cycle from Slurm's value
+
+
+def test_restart_does_not_push_again(tmp_path):
+    q = Queue(jobs())
+    runner(q, tmp_path).cycle()
+    q.applied.clear()
+    for j in list(q.jobs):  # pretend the source cannot read SiteFactor: memory must do
+        q.jobs[j] = replace(q.jobs[j], site_factor=None)
+    again = runner(q, tmp_path).cycle()  # a new process reading the same state directory
+    assert again.actions == [] and q.applied == []
+
+
+def test_demo_cluster_runs_and_pushes_into_its_queue(tmp_path):
+    cluster = DemoCluster(seed=3)
+    cfg = config_from_dict({})
+    r = Runner(cfg, DemoSource(cluster), DemoUpdater(cluster), Recorder(), tmp_path)
+    res = r.cycle()
+    assert res.outcome == "success" and res.pushed > 0 and len(res.snapshot.associations) == 22
+    pushed = {a.job_id: a.new for a in res.actions}
+    assert all(cluster.jobs[j].site_factor == v for j, v in pushed.items() if j in cluster.jobs)
+
+
+@pytest.mark.parametrize("mode", ["nice"])
+def test_nice_mode_through_the_runner(tmp_path, mode):
+    q = Queue([Job(1, "busy", "a", "batch", priority=10, nice=7)])
+    q.apply = lambda a: q.jobs.__setitem__(a.job_id, replace(q.jobs[a.job_id], nice=a.new))
+    r = runner(q, tmp_path, mode=mode)
+    res = r.cycle()
+    assert [(a.old, a.new) for a in res.actions] == [(7, 7 - 500)]  # busy: F = 1/2 (N = 2)
+    assert r.cycle().actions == []
