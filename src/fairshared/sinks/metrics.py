@@ -1,0 +1,360 @@
+"""Prometheus metrics: what the last cycles produced, served from an immutable snapshot.
+
+:class:`Metrics` owns a :class:`~prometheus_client.CollectorRegistry` holding one
+custom collector.  ``publish(cycle)`` (the scheduler thread, after *every* cycle)
+builds a new immutable :class:`_View` of every series and swaps one reference;
+``render()`` (HTTP threads) reads that reference once, so a scrape never sees
+half a cycle, never blocks on a cycle and never talks to Slurm.  Series are
+rebuilt from scratch each cycle, so deleted associations and finished jobs
+simply disappear (no ``Gauge.remove()`` bookkeeping).
+
+Which cycle the series come from:
+
+* the per-association and per-job series, ``fairshared_snapshot_*`` and
+  ``fairshared_planned_updates`` come from the last cycle that computed a result:
+  outcome ``success``, or ``push_failed`` (its factors are fresh; only some job
+  updates were refused, which ``fairshared_push_errors_total`` reports);
+* a cycle that computed nothing (``pull_failed``, ``compute_failed``) keeps the
+  previous series and sets ``fairshared_stale 1``; the next cycle with a result
+  sets it back to 0.  ``fairshared_stale`` is 0 before the first cycle.
+* ``fairshared_last_success_timestamp_seconds`` moves only on outcome ``success``
+  (0 = never); ``fairshared_consecutive_failures`` counts cycles whose outcome is
+  not ``success`` (push_failed included), like the runner's retry back-off.
+
+Values sshare prints blank (NaN) are omitted, never exported as 0: account
+associations have no ``fairshared_association_fairshare`` / ``_rank`` series (under
+Fair Tree and LEVEL_BASED an account has no factor; the exporters that parse
+sshare export 0 there, which is wrong), and root has no ``norm_usage``.  An
+unused association's LevelFS is +Inf and is exported as ``+Inf``.
+
+LEVEL_BASED's 64-bit "Fairshare Raw" is deliberately *not* exported:
+
+* as a float it is lossy: a double holds 53 bits, so the low levels' buckets are
+  rounded away and distinct raws collapse;
+* exact hex in a label (``..._info{hex="..."} 1``) makes a new series every time
+  usage moves, which is the churn Prometheus labels must not carry;
+* everything it encodes is exported already, exactly and per level:
+  ``fairshared_association_level_fs`` is each level's F_level (the bucket before
+  truncation), and ``fairshared_association_fairshare`` / ``_rank`` are the order the raws give.
+
+The exact value stays available from ``fairshared show`` (FSRaw, ``%016X``) and its JSON output.
+
+Per-job series: a cycle plans an update only for jobs whose value changes, so
+the actions of one cycle are a small, bursty subset of the queue.  The series
+therefore carry, for every job still *pending* in the latest snapshot, the last
+action planned for it (``fairshared_job_pushed_value`` = the value written, or in
+dry run the value that would be written).  A job that started, ended or vanished
+disappears at the next cycle with a result; a change of push mode forgets them all.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator
+
+import numpy as np
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
+from .base import PushAction
+
+NS = "fairshared"
+
+# Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
+DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+ASSOC_LABELS = ("account", "user", "partition")
+JOB_LABELS = ("job_id", "user", "account", "partition")
+
+# name -> HELP of the per-association gauges, in output order
+ASSOC_HELP = {
+    "norm_shares": "Normalised shares of the association (sshare NormShares, 0..1).",
+    "usage_raw": "Raw usage charged to the association: decayed billable TRES-seconds "
+                 "(CPU-seconds when TRESBillingWeights is unset; sshare RawUsage, not truncated).",
+    "norm_usage": "Usage normalised to root's usage (sshare NormUsage, 0..1); absent for root.",
+    "effective_usage": "Effective usage of the association (sshare EffectvUsage, 0..1); under Fair Tree "
+                       "and LEVEL_BASED its usage relative to its fair-share parent's.",
+    "level_fs": "LevelFS of the association (sshare LevelFS): shares over usage among its siblings, "
+                "+Inf when unused; absent where sshare prints it blank.",
+    "fairshare": "Fair-share factor of a user association (sshare FairShare, 0..1, higher is better); "
+                 "accounts have no factor and no series.",
+    "rank": "Rank of the user association by fair-share factor, 1 = best (competition ranking: ties share "
+            "the best rank); accounts have no series.",
+}
+
+
+@dataclass(frozen=True)
+class _Hist:
+    """Per-bucket (not cumulative) counts, one per DURATION_BUCKETS bound then +Inf, and the sum."""
+
+    counts: tuple[int, ...] = (0,) * (len(DURATION_BUCKETS) + 1)
+    total: float = 0.0
+
+    def observe(self, v: float) -> "_Hist":
+        i = next((k for k, b in enumerate(DURATION_BUCKETS) if v <= b), len(DURATION_BUCKETS))
+        counts = list(self.counts)
+        counts[i] += 1
+        return _Hist(tuple(counts), self.total + v)
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        out, acc = [], 0
+        for bound, c in zip((*map(str, DURATION_BUCKETS), "+Inf"), self.counts):
+            acc += c
+            out.append((bound, acc))
+        return out
+
+
+@dataclass(frozen=True)
+class _View:
+    """Everything one scrape shows; replaced whole by publish() and set_info()."""
+
+    info: tuple[tuple[str, str], ...]
+    cycles: tuple[tuple[str, int], ...] = tuple((o, 0) for o in OUTCOMES)
+    last_success: float = 0.0
+    last_cycle: float = 0.0
+    consecutive_failures: int = 0
+    stale: int = 0
+    stage_seconds: tuple[tuple[str, float], ...] = ()
+    duration: _Hist = field(default_factory=_Hist)
+    jobs_updated: int = 0
+    push_errors: int = 0
+    jobs_gone: int = 0
+    planned_updates: int | None = None
+    snapshot_associations: int | None = None
+    snapshot_pending_jobs: int | None = None
+    # per-association samples: metric suffix -> ((label values), value)
+    assoc: tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...] = ()
+    # per-job: the last action planned for each still-pending job, by job id
+    jobs: tuple[PushAction, ...] = ()
+    push_mode: str | None = None
+
+
+def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
+    """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only."""
+    t = result.tree
+    labels = [(t.account[i], t.user[i] or "", t.partition[i] or "") for i in range(t.n)]
+    users = np.flatnonzero(np.asarray(t.is_user, dtype=bool))
+    rated = [i for i in users if not math.isnan(float(result.fairshare[i]))]
+    ranks = result.user_ranks()
+    columns = {
+        "norm_shares": result.norm_shares,
+        "usage_raw": t.usage,
+        "norm_usage": result.norm_usage,
+        "effective_usage": result.effective_usage,
+        "level_fs": result.level_fs,
+    }
+    out = []
+    for name, col in columns.items():
+        out.append((name, tuple((labels[i], v) for i in range(t.n) if not math.isnan(v := float(col[i])))))
+    out.append(("fairshare", tuple((labels[i], float(result.fairshare[i])) for i in rated)))
+    out.append(("rank", tuple((labels[i], float(ranks[i])) for i in rated)))
+    return tuple(out)
+
+
+class Metrics:
+    """The daemon's Prometheus metrics (see the module docstring for the semantics).
+
+    ``per_job=False`` drops the per-job series (one per pending job: mind cardinality on
+    busy clusters).  Without ``registry`` a private one is made, with the process and
+    Python runtime collectors; a registry passed in gets only fairshared's collector.
+
+    ``render()`` formats fairshared's own series once per published view and reuses the
+    bytes until the next publish (they cannot change in between): formatting is what
+    costs on a big cluster (~2 s for 20k associations plus 20k pending jobs), while a
+    scrape between two cycles then only formats the few runtime metrics.
+    """
+
+    content_type: str = CONTENT_TYPE_LATEST
+
+    def __init__(self, *, version: str, per_job: bool = True, registry: CollectorRegistry | None = None):
+        self.version = version
+        self.per_job = per_job
+        self._lock = threading.Lock()  # serialises writers; readers never take it
+        self._view = _View(info=self._info_labels())
+        self._rendered: tuple[_View, bytes] | None = None
+        self._runtime: CollectorRegistry | None = None
+        if registry is None:
+            registry = CollectorRegistry(auto_describe=False)
+            self._runtime = CollectorRegistry(auto_describe=False)
+            rt = self._runtime
+            for collector in (ProcessCollector(registry=rt), PlatformCollector(registry=rt),
+                              GCCollector(registry=rt)):
+                registry.register(collector)
+        self.registry = registry
+        registry.register(_Collector(self))
+
+    # -- writers ------------------------------------------------------------------------------------
+
+    def _info_labels(self, algorithm: str = "", source: str = "", push_mode: str = "",
+                     dry_run: bool | None = None) -> tuple[tuple[str, str], ...]:
+        return (("version", self.version), ("algorithm", algorithm), ("source", source),
+                ("push_mode", push_mode), ("dry_run", "" if dry_run is None else str(bool(dry_run))))
+
+    def set_info(self, *, algorithm: str, source: str, push_mode: str, dry_run: bool) -> None:
+        """The running configuration, as labels of ``fairshared_info`` (dry_run is "True"/"False")."""
+        with self._lock:
+            self._view = replace(self._view, info=self._info_labels(algorithm, source, push_mode, dry_run))
+
+    def publish(self, cycle: CycleResult) -> None:
+        """Fold one finished cycle (any outcome) into a new view and swap it in."""
+        t0 = time.monotonic()
+        with self._lock:
+            old = self._view
+            fresh = cycle.result is not None and cycle.outcome in ("success", "push_failed")
+            cycles = tuple((o, n + (o == cycle.outcome)) for o, n in old.cycles)
+            if cycle.outcome not in dict(old.cycles):  # an outcome this module does not know: count it anyway
+                cycles += ((cycle.outcome, 1),)
+            seconds = {s: float(v) for s, v in cycle.seconds.items()}
+            changes: dict = dict(
+                cycles=cycles,
+                last_cycle=float(cycle.started),
+                last_success=float(cycle.started) if cycle.ok else old.last_success,
+                consecutive_failures=0 if cycle.ok else old.consecutive_failures + 1,
+                stale=0 if fresh else 1,
+                jobs_updated=old.jobs_updated + int(cycle.pushed),
+                push_errors=old.push_errors + int(cycle.push_errors),
+                jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
+            )
+            if fresh:
+                snap = cycle.snapshot
+                pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
+                changes.update(
+                    assoc=association_samples(cycle.result),
+                    planned_updates=len(cycle.actions),
+                    snapshot_associations=cycle.result.tree.n,
+                    snapshot_pending_jobs=len(pending),
+                    push_mode=cycle.push_mode,
+                    jobs=self._jobs(old, cycle, pending) if self.per_job else (),
+                )
+            # publish's own time is this cycle's "publish" stage (the runner measures it after we return)
+            seconds["publish"] = time.monotonic() - t0
+            order = [*STAGES, *sorted(set(seconds) - set(STAGES))]
+            changes["stage_seconds"] = tuple((s, seconds[s]) for s in order if s in seconds)
+            changes["duration"] = old.duration.observe(sum(seconds.values()))
+            self._view = replace(old, **changes)
+
+    @staticmethod
+    def _jobs(old: _View, cycle: CycleResult, pending) -> tuple[PushAction, ...]:
+        last = {a.job_id: a for a in old.jobs} if old.push_mode == cycle.push_mode else {}
+        last.update((a.job_id, a) for a in cycle.actions)
+        ids = {j.job_id for j in pending}
+        return tuple(a for jid, a in sorted(last.items()) if jid in ids)
+
+    # -- readers ------------------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """The exposition of ``self.registry`` (what ``generate_latest(self.registry)`` gives)."""
+        if self._runtime is None:  # a caller's registry may hold anything: format it all
+            return generate_latest(self.registry)
+        return generate_latest(self._runtime) + self._render_view(self._view)
+
+    def _render_view(self, v: _View) -> bytes:
+        cached = self._rendered
+        if cached is not None and cached[0] is v:
+            return cached[1]
+        body = generate_latest(_Fixed(self._families(v)))  # two racing scrapes may both format: harmless
+        self._rendered = (v, body)
+        return body
+
+    def collect(self) -> Iterator[Metric]:
+        return self._families(self._view)  # one read: the whole scrape comes from one view
+
+    def _families(self, v: _View) -> Iterator[Metric]:
+        yield _gauge("info", "Constant 1; labels: the daemon's version and running configuration.",
+                     [(dict(v.info), 1)])
+        c = CounterMetricFamily(f"{NS}_cycles", "Cycles run, by outcome "
+                                "(success, pull_failed, compute_failed, push_failed).", labels=["outcome"])
+        for outcome, n in v.cycles:
+            c.add_metric([outcome], n)
+        yield c
+        for name, x, doc in (
+            ("last_success_timestamp_seconds", v.last_success,
+             "Unix time the last successful cycle started (0 = none since the daemon started)."),
+            ("last_cycle_timestamp_seconds", v.last_cycle,
+             "Unix time the last cycle (any outcome) started (0 = none yet)."),
+            ("consecutive_failures", v.consecutive_failures,
+             "Cycles in a row whose outcome was not success (0 after a success)."),
+            ("stale", v.stale,
+             "1 when the last cycle computed nothing, so the association and job series are an earlier "
+             "cycle's; else 0."),
+        ):
+            yield _gauge(name, doc, [({}, x)])
+        yield _gauge("cycle_stage_duration_seconds",
+                     "Wall time of each stage of the last cycle (stages that did not run are absent).",
+                     [({"stage": s}, x) for s, x in v.stage_seconds])
+        yield HistogramMetricFamily(f"{NS}_cycle_duration_seconds",
+                                    "Wall time of a whole cycle, all outcomes.",
+                                    buckets=v.duration.cumulative(), sum_value=v.duration.total)
+        for name, n, doc in (
+            ("jobs_updated", v.jobs_updated, "Pending-job updates applied in Slurm."),
+            ("push_errors", v.push_errors, "Pending-job updates Slurm refused."),
+            ("jobs_gone", v.jobs_gone,
+             "Planned updates skipped because the job had ended meanwhile (not an error)."),
+        ):
+            yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
+        if v.planned_updates is not None:
+            yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
+                         "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
+        if v.snapshot_associations is not None:
+            yield _gauge("snapshot_associations", "Associations in the snapshot behind the current series.",
+                         [({}, v.snapshot_associations)])
+            yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
+                         [({}, v.snapshot_pending_jobs)])
+        for name, rows in v.assoc:
+            g = GaugeMetricFamily(f"{NS}_association_{name}", ASSOC_HELP[name], labels=ASSOC_LABELS)
+            for lv, x in rows:
+                g.add_metric(lv, x)
+            yield g
+        if v.jobs:
+            contrib = GaugeMetricFamily(
+                f"{NS}_job_fairshare_contribution",
+                "Fair-share contribution round(W x F) fairshared last planned for the pending job.",
+                labels=JOB_LABELS)
+            pushed = GaugeMetricFamily(
+                f"{NS}_job_pushed_value",
+                "Value fairshared last planned to write to the pending job's field "
+                "(site_factor, nice or priority; in dry run: not written).",
+                labels=[*JOB_LABELS, "field"])
+            for a in v.jobs:
+                lv = [str(a.job_id), a.user, a.account, a.partition]
+                contrib.add_metric(lv, a.contribution)
+                pushed.add_metric([*lv, a.field], a.new)
+            yield contrib
+            yield pushed
+
+
+def _gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeMetricFamily:
+    samples = list(samples)
+    keys = list(samples[0][0]) if samples else []
+    g = GaugeMetricFamily(f"{NS}_{name}", doc, labels=keys)
+    for labels, value in samples:
+        g.add_metric([labels[k] for k in keys], value)
+    return g
+
+
+class _Fixed:
+    """A collector over families already built (generate_latest() only calls collect())."""
+
+    def __init__(self, families: Iterable[Metric]):
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+class _Collector:
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def describe(self):  # nothing to pre-declare: names are ours alone in this registry
+        return []
+
+    def collect(self):
+        return self.metrics.collect()

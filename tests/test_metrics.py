@@ -1,0 +1,677 @@
+"""fairshared's Prometheus metrics: exact series from hand-built cycles, promtool, a real Prometheus.
+
+The promtool and Prometheus-server tests use Debian's ``prometheus`` package through
+tests/prometheus_tools.py (installed when missing and root; CI=true makes its absence a
+failure, elsewhere those tests skip).  Every network test stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from fairshared.daemon.cycle import OUTCOMES, STAGES, CycleResult
+from fairshared.engine import compute
+from fairshared.model import Association as A
+from fairshared.model import Job, Snapshot
+from fairshared.sinks.base import PushAction
+from fairshared.sinks.metrics import Metrics
+
+import prometheus_tools
+
+REPO = Path(__file__).resolve().parent.parent
+ALERTS = REPO / "deploy" / "prometheus" / "fairshared-alerts.yml"
+PROM_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "fairshared-dashboard.json"
+
+TREE = [
+    A("root", None, None, 1, None),
+    A("a", None, "root", 3, None),
+    A("a", "u1", "a", 1, 100.0),
+    A("a", "u2", "a", 1, 0.0),
+    A("b", None, "root", 1, None),
+    A("b", "u3", "b", 1, 0.0),
+    A("b", "u4", "b", 1, 50.0, partition="gpu"),
+]
+# Fair Tree by hand: LevelFS a = 0.75 / (100/150) = 1.125 > b = 0.25 / (50/150) = 0.75, so a's
+# users come first; unused users (LevelFS +Inf) lead their account.  F = (n - rank + 1) / n.
+FAIRSHARE = {("a", "u2", ""): 1.0, ("a", "u1", ""): 0.75, ("b", "u3", ""): 0.5, ("b", "u4", "gpu"): 0.25}
+RANK = {("a", "u2", ""): 1, ("a", "u1", ""): 2, ("b", "u3", ""): 3, ("b", "u4", "gpu"): 4}
+ACCOUNTS = [("root", "", ""), ("a", "", ""), ("b", "", "")]
+ALL_KEYS = ACCOUNTS + list(FAIRSHARE)
+
+JOBS = [
+    Job(101, "u1", "a", "debug"),
+    Job(102, "u4", "b", "gpu"),
+    Job(103, "u2", "a", "debug", state="RUNNING"),
+]
+ACTIONS = [
+    PushAction(101, "site_factor", 750, None, 750, "u1", "a", "debug"),
+    PushAction(102, "site_factor", 250, 100, 250, "u4", "b", "gpu"),
+]
+
+
+def cycle(number: int = 1, outcome: str = "success", *, tree=TREE, algorithm: str = "fair_tree",
+          jobs=JOBS, actions=ACTIONS, pushed: int | None = None, push_errors: int = 0, jobs_gone: int = 0,
+          started: float | None = None, push_mode: str = "site_factor", dry_run: bool = False) -> CycleResult:
+    """A CycleResult as the runner would make it for the outcome."""
+    c = CycleResult(number=number, started=1_700_000_000.0 + 300 * number if started is None else started,
+                    algorithm=algorithm, source="test", push_mode=push_mode, dry_run=dry_run, outcome=outcome)
+    if outcome == "pull_failed":
+        c.error, c.seconds = "sacctmgr timed out", {"pull": 30.0}
+        return c
+    c.snapshot = Snapshot(associations=list(tree), jobs=list(jobs))
+    c.seconds["pull"] = 1.5
+    if outcome == "compute_failed":
+        c.error, c.seconds["compute"] = "ValueError('bad')", 0.01
+        return c
+    c.result = compute(tree, algorithm)
+    c.actions = list(actions)
+    c.seconds["compute"] = 0.25
+    c.pushed = len(actions) - push_errors - jobs_gone if pushed is None else pushed
+    c.push_errors, c.jobs_gone = push_errors, jobs_gone
+    c.seconds["push"] = 0.5
+    return c
+
+
+def samples(m: Metrics) -> dict[str, dict[tuple, float]]:
+    """sample name -> {sorted label items: value}, parsed back from render()."""
+    out: dict[str, dict[tuple, float]] = {}
+    for fam in text_string_to_metric_families(m.render().decode()):
+        for s in fam.samples:
+            out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+def by_assoc(series: dict[tuple, float]) -> dict[tuple[str, str, str], float]:
+    out = {}
+    for k, v in series.items():
+        d = dict(k)
+        out[(d["account"], d["user"], d["partition"])] = v
+    return out
+
+
+def value(m_or_samples, name: str, **labels) -> float:
+    s = samples(m_or_samples) if isinstance(m_or_samples, Metrics) else m_or_samples
+    return s[name][tuple(sorted(labels.items()))]
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    m = Metrics(version="9.9.9")
+    m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
+    return m
+
+
+# -- exact series -------------------------------------------------------------------------------------
+
+
+def test_association_series_match_the_result(metrics):
+    c = cycle()
+    metrics.publish(c)
+    s = samples(metrics)
+    r, t = c.result, c.result.tree
+    assert set(by_assoc(s["fairshared_association_norm_shares"])) == set(ALL_KEYS)
+    assert by_assoc(s["fairshared_association_fairshare"]) == FAIRSHARE
+    assert by_assoc(s["fairshared_association_rank"]) == RANK
+    assert by_assoc(s["fairshared_association_usage_raw"]) == {
+        ("root", "", ""): 150.0, ("a", "", ""): 100.0, ("a", "u1", ""): 100.0, ("a", "u2", ""): 0.0,
+        ("b", "", ""): 50.0, ("b", "u3", ""): 0.0, ("b", "u4", "gpu"): 50.0}
+    assert by_assoc(s["fairshared_association_level_fs"]) == {
+        ("a", "", ""): 1.125, ("a", "u1", ""): 0.5, ("a", "u2", ""): math.inf,
+        ("b", "", ""): 0.75, ("b", "u3", ""): math.inf, ("b", "u4", "gpu"): 0.5}
+    # every column equals the engine's value for its association
+    columns = {"norm_shares": r.norm_shares, "norm_usage": r.norm_usage, "effective_usage": r.effective_usage}
+    for name, col in columns.items():
+        got = by_assoc(s[f"fairshared_association_{name}"])
+        for i in range(t.n):
+            key = (t.account[i], t.user[i] or "", t.partition[i] or "")
+            if math.isnan(float(col[i])):
+                assert key not in got, (name, key)
+            else:
+                assert got[key] == float(col[i]), (name, key)
+    assert ("root", "", "") not in by_assoc(s["fairshared_association_norm_usage"])  # blank in sshare
+    assert value(s, "fairshared_snapshot_associations") == 7
+    assert value(s, "fairshared_snapshot_pending_jobs") == 2  # job 103 is running
+    assert value(s, "fairshared_planned_updates") == 2
+
+
+def test_accounts_get_no_fairshare_or_rank_series(metrics):
+    metrics.publish(cycle(algorithm="classic"))  # classic computes account factors: still not exported
+    s = samples(metrics)
+    for name in ("fairshared_association_fairshare", "fairshared_association_rank"):
+        keys = set(by_assoc(s[name]))
+        assert keys == set(FAIRSHARE)
+        assert not any(user == "" for _, user, _ in keys)
+    text = metrics.render().decode()
+    assert 'fairshared_association_fairshare{account="a",partition="",user=""}' not in text
+
+
+def test_infinite_level_fs_renders_as_plus_inf(metrics):
+    metrics.publish(cycle())
+    text = metrics.render().decode()
+    assert 'fairshared_association_level_fs{account="a",partition="",user="u2"} +Inf' in text
+    assert not re.search(r"\sNaN$", text, re.M)  # blank values are omitted, never NaN
+
+
+def test_level_based_exports_no_fs_raw(metrics):
+    metrics.publish(cycle(algorithm="level_based"))
+    s = samples(metrics)
+    assert not any("fs_raw" in name for name in s)
+    assert by_assoc(s["fairshared_association_fairshare"]) == {
+        ("a", "u2", ""): 0.75, ("a", "u1", ""): 0.5, ("b", "u3", ""): 0.25, ("b", "u4", "gpu"): 0.0}
+    assert by_assoc(s["fairshared_association_rank"])[("a", "u2", "")] == 1
+
+
+def test_info_and_content_type(metrics):
+    s = samples(metrics)
+    [(labels, one)] = s["fairshared_info"].items()
+    assert one == 1
+    assert dict(labels) == {"algorithm": "fair_tree", "dry_run": "False", "push_mode": "site_factor",
+                            "source": "test", "version": "9.9.9"}
+    metrics.set_info(algorithm="level_based", source="slurm_cli", push_mode="nice", dry_run=True)
+    assert dict(next(iter(samples(metrics)["fairshared_info"]))) == {
+        "algorithm": "level_based", "dry_run": "True", "push_mode": "nice", "source": "slurm_cli",
+        "version": "9.9.9"}
+    assert metrics.content_type == CONTENT_TYPE_LATEST
+
+
+def test_before_any_cycle(metrics):
+    s = samples(metrics)
+    outcomes = {dict(k)["outcome"]: v for k, v in s["fairshared_cycles_total"].items()}
+    assert outcomes == dict.fromkeys(OUTCOMES, 0.0)
+    assert value(s, "fairshared_stale") == 0
+    assert value(s, "fairshared_last_success_timestamp_seconds") == 0
+    assert value(s, "fairshared_cycle_duration_seconds_count") == 0
+    assert not any(name.startswith(("fairshared_association_", "fairshared_job_")) for name in s)
+
+
+def test_stale_across_success_failure_success(metrics):
+    first = cycle(1)
+    metrics.publish(first)
+    s1 = samples(metrics)
+    assert value(s1, "fairshared_stale") == 0
+    assert value(s1, "fairshared_last_success_timestamp_seconds") == first.started
+
+    failed = cycle(2, "pull_failed")
+    metrics.publish(failed)
+    s2 = samples(metrics)
+    assert value(s2, "fairshared_stale") == 1
+    assert value(s2, "fairshared_consecutive_failures") == 1
+    assert value(s2, "fairshared_last_success_timestamp_seconds") == first.started
+    assert value(s2, "fairshared_last_cycle_timestamp_seconds") == failed.started
+    # the last good series are still served
+    for name in s1:
+        if name.startswith(("fairshared_association_", "fairshared_job_", "fairshared_snapshot_")):
+            assert s2[name] == s1[name], name
+    assert {dict(k)["stage"] for k in s2["fairshared_cycle_stage_duration_seconds"]} == {"pull", "publish"}
+
+    metrics.publish(cycle(3, "compute_failed", tree=TREE[:4]))
+    s3 = samples(metrics)
+    assert value(s3, "fairshared_stale") == 1 and value(s3, "fairshared_consecutive_failures") == 2
+    assert value(s3, "fairshared_snapshot_associations") == 7  # the bad snapshot is not what we serve
+
+    again = cycle(4, tree=TREE[:4], jobs=JOBS[:1], actions=ACTIONS[:1])
+    metrics.publish(again)
+    s4 = samples(metrics)
+    assert value(s4, "fairshared_stale") == 0 and value(s4, "fairshared_consecutive_failures") == 0
+    assert value(s4, "fairshared_last_success_timestamp_seconds") == again.started
+    assert value(s4, "fairshared_snapshot_associations") == 4
+    assert {dict(k)["stage"] for k in s4["fairshared_cycle_stage_duration_seconds"]} == set(STAGES)
+
+
+def test_push_failed_serves_fresh_values_but_is_no_success(metrics):
+    metrics.publish(cycle(1))
+    c = cycle(2, "push_failed", tree=TREE[:4], push_errors=1)
+    metrics.publish(c)
+    s = samples(metrics)
+    assert value(s, "fairshared_stale") == 0  # the factors are this cycle's
+    assert set(by_assoc(s["fairshared_association_norm_shares"])) == {("root", "", ""), ("a", "", ""),
+                                                                      ("a", "u1", ""), ("a", "u2", "")}
+    assert value(s, "fairshared_consecutive_failures") == 1
+    assert value(s, "fairshared_last_success_timestamp_seconds") == cycle(1).started
+    assert value(s, "fairshared_push_errors_total") == 1
+    assert value(s, "fairshared_cycles_total", outcome="push_failed") == 1
+
+
+def test_deleted_associations_disappear(metrics):
+    metrics.publish(cycle(1))
+    smaller = [a for a in TREE if a.user != "u1"]
+    metrics.publish(cycle(2, tree=smaller, actions=[]))
+    s = samples(metrics)
+    for name, series in s.items():
+        if name.startswith("fairshared_association_"):
+            assert ("a", "u1", "") not in by_assoc(series), name
+    assert by_assoc(s["fairshared_association_rank"]) == {("a", "u2", ""): 1, ("b", "u3", ""): 2,
+                                                          ("b", "u4", "gpu"): 3}
+    assert 'user="u1"' not in metrics.render().decode().split("fairshared_job_")[0]
+
+
+def test_counters_and_histogram_increase(metrics):
+    metrics.publish(cycle(1))  # 2 pushed
+    metrics.publish(cycle(2, "pull_failed"))
+    metrics.publish(cycle(3, "push_failed", push_errors=1, jobs_gone=0))  # 1 pushed, 1 refused
+    metrics.publish(cycle(4, jobs_gone=1))  # 1 pushed, 1 gone
+    s = samples(metrics)
+    assert {dict(k)["outcome"]: v for k, v in s["fairshared_cycles_total"].items()} == {
+        "success": 2, "pull_failed": 1, "compute_failed": 0, "push_failed": 1}
+    assert value(s, "fairshared_jobs_updated_total") == 4
+    assert value(s, "fairshared_push_errors_total") == 1
+    assert value(s, "fairshared_jobs_gone_total") == 1
+    assert value(s, "fairshared_cycle_duration_seconds_count") == 4
+    # stage seconds: 2.25 for each cycle with a result, 30 for the failed pull, plus publish's own few µs
+    assert 36.75 <= value(s, "fairshared_cycle_duration_seconds_sum") < 36.75 + 1.0
+    assert value(s, "fairshared_cycle_duration_seconds_bucket", le="2.5") == 3
+    assert value(s, "fairshared_cycle_duration_seconds_bucket", le="30.0") == 3  # 30 s + publish
+    assert value(s, "fairshared_cycle_duration_seconds_bucket", le="60.0") == 4
+    assert value(s, "fairshared_cycle_duration_seconds_bucket", le="+Inf") == 4
+    stages = {dict(k)["stage"]: v for k, v in s["fairshared_cycle_stage_duration_seconds"].items()}
+    assert stages["pull"] == 1.5 and stages["compute"] == 0.25 and stages["push"] == 0.5
+    assert 0 <= stages["publish"] < 1
+
+
+def test_an_unknown_outcome_is_counted_once_per_cycle(metrics):
+    for n in (1, 2):
+        c = cycle(n, "pull_failed")
+        c.outcome = "timed_out"
+        metrics.publish(c)
+    assert value(metrics, "fairshared_cycles_total", outcome="timed_out") == 2
+
+
+def test_job_series(metrics):
+    metrics.publish(cycle(1))
+    s = samples(metrics)
+    assert s["fairshared_job_fairshare_contribution"] == {
+        (("account", "a"), ("job_id", "101"), ("partition", "debug"), ("user", "u1")): 750.0,
+        (("account", "b"), ("job_id", "102"), ("partition", "gpu"), ("user", "u4")): 250.0,
+    }
+    assert s["fairshared_job_pushed_value"] == {
+        (("account", "a"), ("field", "site_factor"), ("job_id", "101"), ("partition", "debug"),
+         ("user", "u1")): 750.0,
+        (("account", "b"), ("field", "site_factor"), ("job_id", "102"), ("partition", "gpu"),
+         ("user", "u4")): 250.0,
+    }
+    # nothing changed: no actions, but the jobs are still pending and keep their series
+    metrics.publish(cycle(2, actions=[]))
+    assert samples(metrics)["fairshared_job_pushed_value"] == s["fairshared_job_pushed_value"]
+    assert value(metrics, "fairshared_planned_updates") == 0
+    # job 101 ended; 102 got a new value
+    newer = PushAction(102, "site_factor", 300, 250, 300, "u4", "b", "gpu")
+    metrics.publish(cycle(3, jobs=JOBS[1:], actions=[newer]))
+    s3 = samples(metrics)
+    assert by_job(s3["fairshared_job_pushed_value"]) == {"102": 300.0}
+    assert by_job(s3["fairshared_job_fairshare_contribution"]) == {"102": 300.0}
+    # a failed cycle keeps them
+    metrics.publish(cycle(4, "pull_failed"))
+    assert by_job(samples(metrics)["fairshared_job_pushed_value"]) == {"102": 300.0}
+    # another push mode: what the old mode planned means nothing
+    metrics.publish(cycle(5, jobs=JOBS[1:], actions=[], push_mode="nice"))
+    assert not any(n.startswith("fairshared_job_") for n in samples(metrics))
+    # every job gone
+    metrics.publish(cycle(6, jobs=[], actions=[]))
+    assert value(metrics, "fairshared_snapshot_pending_jobs") == 0
+
+
+def by_job(series: dict[tuple, float]) -> dict[str, float]:
+    return {dict(k)["job_id"]: v for k, v in series.items()}
+
+
+def test_render_equals_the_registry_exposition(metrics):
+    from prometheus_client import generate_latest
+
+    def ours(text: bytes) -> list[str]:
+        return [ln for ln in text.decode().splitlines() if "fairshared_" in ln]
+
+    for c in (cycle(1), cycle(2, "pull_failed"), cycle(3, tree=TREE[:4])):
+        metrics.publish(c)
+        first = metrics.render()
+        assert ours(first) == ours(generate_latest(metrics.registry))
+        again = metrics.render()  # from the cache
+        assert again.split(b"# HELP fairshared_info")[1] == first.split(b"# HELP fairshared_info")[1]
+
+    def families(text: bytes) -> list[str]:  # every family, runtime ones included, in order
+        return [ln.split()[2] for ln in text.decode().splitlines() if ln.startswith("# TYPE")]
+
+    assert families(metrics.render()) == families(generate_latest(metrics.registry))
+    assert "process_cpu_seconds_total" in families(first)
+
+
+def test_per_job_off_and_a_shared_registry():
+    reg = CollectorRegistry()
+    m = Metrics(version="1", per_job=False, registry=reg)
+    assert m.registry is reg
+    m.publish(cycle(1))
+    s = samples(m)
+    assert not any(n.startswith("fairshared_job_") for n in s)
+    assert value(s, "fairshared_planned_updates") == 2
+    assert not any(n.startswith(("process_", "python_")) for n in s)  # a caller's registry gets ours only
+    assert any(n.startswith("process_") for n in samples(Metrics(version="1")))
+
+
+def test_render_is_consistent_while_publishing():
+    """HTTP threads render while the scheduler publishes: every scrape shows one whole cycle."""
+    m = Metrics(version="1")
+    big, small = cycle(1), cycle(2, tree=TREE[:4], jobs=JOBS[:1], actions=ACTIONS[:1])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer():
+        try:
+            while not stop.is_set():
+                m.publish(big)
+                time.sleep(0.0005)  # let the reader in now and then: it must see both sizes
+                m.publish(small)
+                time.sleep(0.0005)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    th = threading.Thread(target=writer)
+    th.start()
+    seen = set()
+    try:
+        m_published = time.monotonic() + 10
+        while "fairshared_snapshot_associations" not in samples(m):
+            assert time.monotonic() < m_published
+        for _ in range(60):
+            s = samples(m)
+            n = value(s, "fairshared_snapshot_associations")
+            assert len(s["fairshared_association_norm_shares"]) == n
+            assert len(s["fairshared_job_pushed_value"]) == (2 if n == 7 else 1)
+            seen.add(n)
+    finally:
+        stop.set()
+        th.join(10)
+    assert not errors and seen == {4, 7}
+
+
+# -- deploy files ---------------------------------------------------------------------------------------
+
+
+def _metric_names_in(text: str) -> set[str]:
+    return set(re.findall(r"\bfairshared_[a-z_]+[a-z]", text))
+
+
+def _full_render() -> str:
+    m = Metrics(version="1")
+    m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
+    m.publish(cycle(1))
+    m.publish(cycle(2, "pull_failed"))
+    return m.render().decode()
+
+
+def dashboard_exprs() -> list[str]:
+    d = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+
+
+def test_dashboard_is_valid_and_uses_only_our_metrics():
+    d = json.loads(DASHBOARD.read_text())
+    ids = [p["id"] for p in d["panels"]]
+    assert len(ids) == len(set(ids))
+    assert {v["name"] for v in d["templating"]["list"]} >= {"datasource", "account", "user"}
+    for p in d["panels"]:
+        if p["type"] != "row":
+            assert p["targets"] and all(t.get("expr") and t.get("refId") for t in p["targets"]), p["title"]
+    exported = {fam_sample for fam_sample in re.findall(r"^(fairshared_\w+?)[{ ]", _full_render(), re.M)}
+    used = _metric_names_in("\n".join(dashboard_exprs())) | _metric_names_in(ALERTS.read_text())
+    assert used and used <= exported, used - exported
+
+
+# -- promtool -------------------------------------------------------------------------------------------
+
+
+def test_missing_prometheus_skips_outside_ci_and_fails_in_ci(monkeypatch):
+    monkeypatch.setattr(prometheus_tools, "_cached", None)
+    monkeypatch.setattr(prometheus_tools, "find", lambda: None)
+    monkeypatch.setattr(prometheus_tools.os, "geteuid", lambda: 1000)  # not root: no install attempted
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Prometheus tools unavailable: .*not root"):
+        prometheus_tools.prometheus_or_skip()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="Prometheus tools unavailable"):
+        prometheus_tools.prometheus_or_skip()
+
+
+@pytest.fixture(scope="module")
+def prom() -> prometheus_tools.PrometheusTools:
+    return prometheus_tools.prometheus_or_skip()
+
+
+def test_promtool_check_metrics_has_no_complaints(prom):
+    r = subprocess.run([prom.promtool, "check", "metrics"], input=_full_render(), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr
+
+
+def test_promtool_check_rules_and_config(prom):
+    r = subprocess.run([prom.promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    assert "warning" not in (r.stdout + r.stderr).lower()
+    r = subprocess.run([prom.promtool, "check", "config", str(PROM_CONFIG)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+RULE_TESTS = """
+rule_files: [{alerts}]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'fairshared_stale{{job="fairshared",instance="h:9817"}}'
+        values: '0x4 1x30'
+      - series: 'fairshared_consecutive_failures{{job="fairshared",instance="h:9817"}}'
+        values: '0x4 1 2 3x28'
+      - series: 'fairshared_push_errors_total{{job="fairshared",instance="h:9817"}}'
+        values: '0x9 2x25'
+      - series: 'up{{job="fairshared",instance="h:9817"}}'
+        values: '1x9 0x25'
+    alert_rule_test:
+      - eval_time: 4m
+        alertname: FairsharedMetricsStale
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: FairsharedMetricsStale
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: fairshared, instance: "h:9817"}}
+      - eval_time: 8m
+        alertname: FairsharedConsecutiveFailures
+        exp_alerts:
+          - exp_labels: {{severity: critical, job: fairshared, instance: "h:9817"}}
+      - eval_time: 12m
+        alertname: FairsharedPushErrors
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: fairshared, instance: "h:9817"}}
+      - eval_time: 30m
+        alertname: FairsharedPushErrors
+        exp_alerts: []
+      - eval_time: 12m
+        alertname: FairsharedDown
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: FairsharedDown
+        exp_alerts:
+          - exp_labels: {{severity: critical, job: fairshared, instance: "h:9817"}}
+"""
+
+
+def without_annotations(rules_yaml: str) -> str:
+    """The rule file minus its annotations blocks (promtool test rules compares them verbatim)."""
+    out, skip_deeper_than = [], None
+    for line in rules_yaml.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if skip_deeper_than is not None and (not line.strip() or indent > skip_deeper_than):
+            continue
+        skip_deeper_than = None
+        if line.strip() == "annotations:":
+            skip_deeper_than = indent
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_alert_rules_fire_as_intended(prom, tmp_path):
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(without_annotations(ALERTS.read_text()))
+    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 7
+    f = tmp_path / "alerts_test.yml"
+    f.write_text(RULE_TESTS.format(alerts=json.dumps(str(rules))))
+    r = subprocess.run([prom.promtool, "test", "rules", str(f)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- a real Prometheus server scraping Metrics.render() ---------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                body = metrics.render()
+                self.send_response(200)
+                self.send_header("Content-Type", metrics.content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def api(port: int, path: str, **params) -> dict:
+    url = f"http://127.0.0.1:{port}/api/v1/{path}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as exc:  # 400/422 carry the error as JSON
+        return json.loads(exc.read() or b"{}")
+
+
+def wait_for(what: str, check, proc: subprocess.Popen, log: Path, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"prometheus exited {proc.returncode} while waiting for {what}: "
+                        f"{log.read_text()[-2000:]}")
+        try:
+            last = check()
+            if last:
+                return last
+        except (OSError, ValueError) as exc:
+            last = exc
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what} (last: {last!r}); prometheus log: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def prometheus_server(prom, tmp_path):
+    """(metrics, api port, process, log): a Prometheus scraping a Metrics every second."""
+    m = Metrics(version="9.9.9")
+    m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
+    http = MetricsServer(m)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    port = free_port()
+    cfg = tmp_path / "prometheus.yml"
+    cfg.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files: [{json.dumps(str(ALERTS))}]\n"
+        "scrape_configs:\n  - job_name: fairshared\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{http.server_address[1]}']\n"
+    )
+    log = tmp_path / "prometheus.log"
+    with open(log, "w") as logf:
+        proc = subprocess.Popen(
+            [prom.prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+            stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        yield m, port, proc, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        http.shutdown()
+        http.server_close()
+
+
+def test_real_prometheus_scrapes_our_series(prometheus_server):
+    m, port, proc, log = prometheus_server
+    m.publish(cycle(1))
+
+    def fairshare():
+        r = api(port, "query", query="fairshared_association_fairshare")
+        # Prometheus drops empty labels: partition="" comes back absent
+        got = {}
+        for x in r.get("data", {}).get("result", []):
+            lab = x["metric"]
+            got[(lab["account"], lab["user"], lab.get("partition", ""))] = float(x["value"][1])
+        return got if got == FAIRSHARE else None
+
+    fairshare_got = wait_for("our fair-share series", fairshare, proc, log)
+    assert fairshare_got == FAIRSHARE
+    for x in api(port, "query", query="fairshared_association_fairshare")["data"]["result"]:
+        assert x["metric"]["job"] == "fairshared"
+        assert x["metric"]["__name__"] == "fairshared_association_fairshare"
+
+    inf = api(port, "query", query='fairshared_association_level_fs{user="u2"}')["data"]["result"]
+    assert [x["value"][1] for x in inf] == ["+Inf"]
+    up = api(port, "query", query='up{job="fairshared"}')["data"]["result"]
+    assert [x["value"][1] for x in up] == ["1"]
+
+    # the alert rules load and evaluate without errors
+    def rules_ok():
+        groups = api(port, "rules")["data"]["groups"]
+        rules = [r for g in groups for r in g["rules"]]
+        return rules if rules and all(r.get("health") == "ok" for r in rules) else None
+
+    rules = wait_for("the alert rules to evaluate", rules_ok, proc, log)
+    assert {r["name"] for r in rules} >= {"FairsharedDown", "FairsharedMetricsStale", "FairsharedPushErrors"}
+
+    # every dashboard query is valid PromQL (template variables set to "all")
+    for expr in dashboard_exprs():
+        q = expr.replace("$instance", ".*").replace("$account", ".*").replace("$user", ".*")
+        r = api(port, "query", query=q)
+        assert r.get("status") == "success", (expr, r)
+
+    # an association deleted in Slurm disappears from Prometheus at the next scrape
+    m.publish(cycle(2, tree=[a for a in TREE if a.user != "u1"], actions=[]))
+
+    def u1_gone():
+        r = api(port, "query", query="fairshared_association_fairshare")["data"]["result"]
+        users = {x["metric"]["user"] for x in r}
+        return users if users == {"u2", "u3", "u4"} else None
+
+    wait_for("u1's series to go", u1_gone, proc, log)
