@@ -244,7 +244,8 @@ class Runner:
             "push_errors": r.push_errors if r else 0,
             "dry_run": r.dry_run if r else self.config.push.dry_run,
             "consecutive_failures": self.failures,
-            "stale": bool(r and not r.ok),
+            # stale = the metrics we serve are not from this cycle (a push error does not make them stale)
+            "stale": bool(r and r.outcome in ("pull_failed", "compute_failed")),
             "last_success": self.last_good.started if self.last_good else None,
             "actions": [{"job_id": a.job_id, "field": a.field, "old": a.old, "new": a.new,
                          "contribution": a.contribution} for a in (r.actions if r else [])][:1000],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -54,7 +55,8 @@ def make_source_and_updater(config: Config, demo: bool):
             from ..sinks.push_pyslurm import PyslurmUpdater
             from ..sources.pyslurm_source import PyslurmSource
 
-            return PyslurmSource(), PyslurmUpdater()
+            return (PyslurmSource(timeout=config.source.timeout, bin_dir=config.source.bin_dir),
+                    PyslurmUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
     from ..sinks.push_cli import CliUpdater
     from ..sources.slurm_cli import SlurmCli
 
@@ -94,6 +96,8 @@ class Service:
         self.stop_requested = False
         self.reload_requested = False
         self.cycle_requested = 0
+        self.stopping = threading.Event()
+        self.abandoned = False
         self.scheduler: BackgroundScheduler | None = None
         self.http: DaemonHTTPServer | None = None
         self.period: float | None = None
@@ -118,13 +122,17 @@ class Service:
             return
         period = period_for(self.config, self.runner.cluster_config)
         delay = self.runner.retry_delay() if self.runner.failures else period
-        job = self.scheduler.get_job("cycle")
-        if job is None:
+        if self.stopping.is_set():
             return
-        if period != self.period or self.runner.failures:
-            self.period = period
-            self.scheduler.reschedule_job("cycle", trigger="interval", seconds=period,
-                                          start_date=datetime.now() + timedelta(seconds=delay))
+        try:
+            if self.scheduler.get_job("cycle") is None:
+                return
+            if period != self.period or self.runner.failures:
+                self.period = period
+                self.scheduler.reschedule_job("cycle", trigger="interval", seconds=period,
+                                              start_date=datetime.now() + timedelta(seconds=delay))
+        except Exception as exc:  # the scheduler is shutting down under us: nothing left to schedule
+            self.log.debug("reschedule skipped", error=str(exc))
 
     def _on_event(self, event):
         if event.code == EVENT_JOB_MAX_INSTANCES:
@@ -134,7 +142,7 @@ class Service:
 
     def trigger(self, reason: str) -> None:
         """Queue one cycle now (runs after a cycle in progress)."""
-        if self.scheduler is not None:
+        if self.scheduler is not None and not self.stopping.is_set():
             self.scheduler.add_job(self._run_cycle, args=[reason], executor="default", max_instances=10,
                                    misfire_grace_time=None)
 
@@ -224,16 +232,19 @@ class Service:
     def shutdown(self) -> int:
         sdnotify.stopping()
         self.log.info("stopping")
-        done = threading.Event()
-
-        def stop_scheduler():
-            try:
-                self.scheduler.shutdown(wait=True)
-            finally:
-                done.set()
-
-        threading.Thread(target=stop_scheduler, daemon=True).start()
-        if not done.wait(STOP_GRACE):
+        self.stopping.set()
+        # Not shutdown(wait=True): APScheduler would hold its job-store lock while waiting for the
+        # cycle, and the cycle's own reschedule needs that lock (a deadlock).  Stop the timer, then
+        # wait for a running cycle on the runner's lock; past the grace period it is abandoned
+        # (its worker thread is a daemon thread; the push state is saved after every push).
+        try:
+            self.scheduler.shutdown(wait=False)
+        except Exception as exc:
+            self.log.debug("scheduler shutdown", error=str(exc))
+        if self.runner.lock.acquire(timeout=STOP_GRACE):
+            self.runner.lock.release()
+        else:
+            self.abandoned = True
             self.log.warning("a cycle was still running at shutdown; abandoned", grace_seconds=STOP_GRACE)
         if self.http:
             self.http.shutdown()
@@ -262,7 +273,13 @@ def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period
         config = config.model_copy(update=over)
     configure(config.logging.format, config.logging.level)
     svc = Service(config, config_path, demo=demo, once=once)
-    return svc.run()
+    code = svc.run()
+    if svc.abandoned:
+        # the abandoned cycle's worker thread would hold the interpreter at exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 __all__ = ["Service", "run"]

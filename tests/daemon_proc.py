@@ -1,0 +1,115 @@
+"""Run `fairshared run` as a real process in tests: start it, talk to it, read its log."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fairshared_argv() -> list[str]:
+    exe = shutil.which("fairshared")
+    return [exe] if exe else [sys.executable, "-m", "fairshared"]
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+class Daemon:
+    """A `fairshared run` child process with its log in a file (JSON lines: not a terminal)."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict | None = None):
+        self.port = free_port()
+        self.log_path = tmp / "daemon.log"
+        self.log_file = open(self.log_path, "w")
+        self.argv = fairshared_argv() + ["run", "--listen", f"127.0.0.1:{self.port}", *args]
+        self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env or os.environ.copy())
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def get(self, path: str, timeout: float = 5) -> bytes:
+        with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            return r.read()
+
+    def post(self, path: str, token: str | None = None, timeout: float = 120) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + path, data=b"", method="POST")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if self.get("/-/healthy", timeout=1) == b"ok\n":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"daemon not ready after {timeout}s:\n{self.log()}")
+
+    def status(self) -> dict:
+        return json.loads(self.get("/-/status"))
+
+    def wait_cycle(self, n: int, timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st["cycle"] >= n and st["outcome"] is not None:
+                return st
+            time.sleep(0.1)
+        raise TimeoutError(f"no cycle {n} after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        self.log_file.flush()
+        return self.log_path.read_text()
+
+    def log_events(self, event: str | None = None) -> list[dict]:
+        out = []
+        for line in self.log().splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if event is None or d.get("event") == event:
+                out.append(d)
+        return out
+
+    def signal(self, sig) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log_file.close()
+        return self.proc.returncode
