@@ -58,7 +58,13 @@ def load_input(args: argparse.Namespace) -> Snapshot:
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
+    if args.usage == "accounting" and args.source != "slurm":
+        raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
     snap = load_input(args)
+    if args.usage == "accounting":
+        from .commands.usage import replace_with_accounting
+
+        snap = replace_with_accounting(snap, args.timeout)
     algorithm = args.algorithm or algorithm_from_config(snap.config) or "fair_tree"
     dampening = args.dampening if args.dampening is not None else snap.config.get("dampening", 1)
     levels = args.priority_levels if args.priority_levels is not None else snap.config.get("priority_levels")
@@ -197,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(by default they rank last)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
     p.add_argument("--save-snapshot", metavar="FILE", help="also write what was read as a fairshared snapshot")
+    p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
+                   help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
+                   "the accounting records (sacct) with slurmctld's own arithmetic")
     p.set_defaults(func=cmd_compute)
 
     r = sub.add_parser(
@@ -229,6 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--signal", action="store_true", help="use SIGUSR1 and the pid/status files instead of HTTP")
     q.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS")
     q.set_defaults(func=cmd_recompute)
+    __import__("fairshared.commands.priority_cmds", fromlist=["register"]).register(sub)
+    __import__("fairshared.commands.usage", fromlist=["register"]).register(sub)
     return parser
 
 

@@ -1,0 +1,632 @@
+"""Slurm's multifactor job priority, factor by factor.  Pure: no I/O, no Slurm imports.
+
+What ``priority/multifactor`` computes for a pending job (Slurm 22.05.8,
+src/plugins/priority/multifactor/priority_multifactor.c: ``set_priority_factors``
+fills the factors, ``_get_priority_internal`` weighs and sums them)::
+
+    P = Wage·age + Wassoc·assoc + Wfs·fairshare + Wjs·jobsize + Wpart·partition + Wqos·qos
+        + Σ_t Wtres_t·tres_t + site_factor − nice
+    P = max(P, 1); truncated to an integer; above 2^32 − 1 it is cut to 2^32 − 1
+
+and what ``sprio -l`` prints from it (src/sprio/print.c).  The fair-share factor
+itself comes from :mod:`fairshared.engine` (the job's user association in the
+engine's :class:`~fairshared.engine.result.Result`); everything else is here.
+
+Each factor has its own function below, opening with a two-line comment: the
+formula, then its range.  ``job_factors`` puts them together for one job and
+partition, ``job_priority`` is slurmctld's number, ``sprio_rows`` is what sprio
+shows (one row per partition of a multi-partition job) and ``render_sprio`` is
+sprio's ``-l`` table, byte for byte.
+
+Slurm quirks reproduced on purpose (all read in the 22.05.8 source; the operator-set rows, the
+cut SITE and NO_NORMAL_ALL also seen on a live 22.05.8):
+
+* sprio's PRIORITY column is *re-summed by sprio* from the weighted factors it
+  received (``get_priority_from_factors``), not the job's priority: it is not
+  clamped at 2^32 − 1, and the factors have made a round trip through
+  ``packdouble`` (×10^6, ÷10^6) on the way.
+* Weighted columns print as ``%.0f`` (round half to even), PRIORITY as a
+  truncating ``(long long)`` cast.
+* A job whose priority an operator set (``scontrol update priority=N``, or
+  ``--priority`` at submission: ``direct_set_prio``) keeps N; sprio shows zero
+  factors for it.  For such a job in *several* partitions sprio's ``_filter_job``
+  copies the zeroed factors without the direct priority: SITE and NICE print as
+  −2^31 (SITE cut to 10 characters, ``-214748364``) and PRIORITY as the
+  partition factor alone.
+* 22.05's ``scontrol show config`` prints ``NO_NORMAL_ALL`` as soon as *any*
+  NO_NORMAL_* flag is set (``priority_flags_string``); see
+  :func:`parse_priority_flags`.
+
+Not reproduced (rare): for a multi-partition job sprio re-weights a TRES factor that is 0 in one
+partition but not in the job's current one (``_get_tres_factors`` leaves the copied, already
+weighted value and ``_get_tres_prio_weighted`` multiplies it again); and with
+SMALL_RELATIVE_TO_TIME and no job time limit, a multi-partition job's size uses its first
+partition's MaxTime (slurmctld uses whichever partition ``part_ptr`` last pointed to).
+
+Differences in 26.05 (noted where they matter, not implemented): a job in
+several QOS gets a priority per partition × QOS (``priority_array`` grew a QOS
+dimension), and ``PRIORITY_FLAGS_MAX_TRES_GRES`` (25.05) only changes billing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
+NO_VAL = 0xFFFFFFFE
+INFINITE = 0xFFFFFFFF
+PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
+FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
+
+# TRES in the order slurmctld numbers them (assoc_mgr TRES ids 1..8); others follow
+# in the cluster's AccountingStorageTRES order.
+DEFAULT_TRES_ORDER = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+# PriorityFlags that change the job priority (slurm.conf names; NO_FAIR_TREE/DEPTH_OBLIVIOUS
+# only change the fair-share factor, which comes from the engine).
+NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
+KNOWN_FLAGS = ("ACCRUE_ALWAYS", "SMALL_RELATIVE_TO_TIME", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS",
+               "NO_FAIR_TREE", "INCR_ONLY", "MAX_TRES", *NO_NORMAL)
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def parse_priority_flags(flags: Iterable[str] | str) -> frozenset[str]:
+    """Slurm's PriorityFlags parsing: case-insensitive *substring* matches (``xstrcasestr``).
+
+    ``NO_NORMAL_ALL`` sets the four NO_NORMAL_* flags.  ``DEPTH_OBLIVIOUS`` implies
+    ``NO_FAIR_TREE``.  Note that 22.05's ``scontrol show config`` prints
+    ``NO_NORMAL_ALL`` when *any* of the four is set, so a flag list read from there
+    cannot tell them apart (the live source re-reads slurm.conf for that).
+    """
+    text = flags if isinstance(flags, str) else ",".join(flags)
+    up = text.upper()
+    out = {f for f in KNOWN_FLAGS if f in up}
+    if "NO_NORMAL_ALL" in up:
+        out.update(NO_NORMAL)
+    if "DEPTH_OBLIVIOUS" in out:
+        out.add("NO_FAIR_TREE")
+    return frozenset(out)
+
+
+_UNIT_POWER = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
+
+
+def parse_weight_tres(text: str | None) -> dict[str, float]:
+    """``PriorityWeightTRES=CPU=1000,Mem=2000G,GRES/gpu=3000`` → {tres name: weight}.
+
+    As ``slurm_get_tres_weight_array``: names case-insensitive (lower-cased here);
+    a unit suffix on a weight divides it by 1024^(unit − base unit), the base unit
+    being M for ``mem`` and ``bb`` and none otherwise (``_tres_weight_item``).
+    """
+    out: dict[str, float] = {}
+    if not text or text.strip() in ("", "(null)"):
+        return out
+    for item in text.split(","):
+        if "=" not in item:
+            raise ValueError(f"TRES weight {item!r} is not NAME=WEIGHT")
+        name, value = item.split("=", 1)
+        name = name.strip().lower()
+        value = value.strip()
+        num = value.rstrip("KMGTPkmgtp")
+        unit = value[len(num):]
+        try:
+            w = float(num)
+        except ValueError:
+            raise ValueError(f"TRES weight {item!r}: {value!r} is not a number") from None
+        if unit:
+            conv = _UNIT_POWER.get(unit[0].upper())
+            if conv is None or len(unit) > 1:
+                raise ValueError(f"TRES weight {item!r}: unknown unit {unit!r}")
+            base = 2 if name.split("/")[0] in ("mem", "bb") else 0
+            if conv > base:
+                w /= 1024.0 ** (conv - base)
+        out[name] = w
+    return out
+
+
+@dataclass(frozen=True)
+class PriorityParams:
+    """Weights and switches from slurm.conf (``scontrol show config``)."""
+
+    weight_age: int = 0
+    weight_assoc: int = 0
+    weight_fairshare: int = 0
+    weight_jobsize: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_tres: Mapping[str, float] = field(default_factory=dict)  # tres name → weight
+    max_age: int = 7 * 86400  # PriorityMaxAge, seconds
+    favor_small: bool = False  # PriorityFavorSmall
+    flags: frozenset[str] = frozenset()  # parse_priority_flags()
+
+    @classmethod
+    def from_config(cls, config: Mapping) -> PriorityParams:
+        """From the snapshot config dict (keys of ``slurm_text.priority_config`` + ``weight_tres_exact``)."""
+        tres = config.get("weight_tres_exact")
+        if tres is None:
+            tres = config.get("weight_tres") or {}
+        return cls(
+            weight_age=int(config.get("weight_age") or 0),
+            weight_assoc=int(config.get("weight_assoc") or 0),
+            weight_fairshare=int(config.get("weight_fairshare") or 0),
+            weight_jobsize=int(config.get("weight_jobsize") or 0),
+            weight_partition=int(config.get("weight_partition") or 0),
+            weight_qos=int(config.get("weight_qos") or 0),
+            weight_tres={str(k).lower(): float(v) for k, v in dict(tres).items()},
+            max_age=int(config.get("max_age_seconds", 7 * 86400)),
+            favor_small=bool(config.get("favor_small", False)),
+            flags=parse_priority_flags(config.get("priority_flags") or []),
+        )
+
+    def weights(self) -> dict[str, int]:
+        return {"age": self.weight_age, "assoc": self.weight_assoc, "fairshare": self.weight_fairshare,
+                "jobsize": self.weight_jobsize, "partition": self.weight_partition, "qos": self.weight_qos}
+
+    def with_weights(self, overrides: Mapping[str, float]) -> PriorityParams:
+        """A copy with some weights replaced: keys age, assoc, fairshare, jobsize, partition, qos, tres:NAME."""
+        kw: dict = {}
+        tres = dict(self.weight_tres)
+        for k, v in overrides.items():
+            if k.startswith("tres:"):
+                tres[k[5:].lower()] = float(v)
+            elif k in self.weights():
+                kw[f"weight_{k}"] = int(v)
+            else:
+                raise ValueError(f"unknown weight {k!r}")
+        return PriorityParams(**{**self.__dict__, **kw, "weight_tres": tres})
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    priority_job_factor: int = 1  # PriorityJobFactor
+    priority_tier: int = 1  # PriorityTier: a multi-partition job's rows come highest tier first
+    max_time: int | None = None  # MaxTime in minutes; None = UNLIMITED (INFINITE)
+    tres: Mapping[str, int] = field(default_factory=dict)  # partition TRES totals (mem in MB)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the formulas need from the cluster besides the job."""
+
+    partitions: Mapping[str, PartitionInfo] = field(default_factory=dict)
+    qos_priority: Mapping[str, int] = field(default_factory=dict)  # every QOS, for the maximum
+    node_count: int = 1  # node_record_count
+    cpu_count: int = 1  # cluster_cpus: Σ effective CPUs of all nodes
+    assoc_priority_max: int = 0  # g_assoc_max_priority (max Priority= of all associations)
+    tres_order: Sequence[str] = DEFAULT_TRES_ORDER  # AccountingStorageTRES order
+
+    @property
+    def part_max_priority(self) -> int:
+        return max((p.priority_job_factor for p in self.partitions.values()), default=0)
+
+    @property
+    def qos_max_priority(self) -> int:
+        return max(self.qos_priority.values(), default=0)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as slurmctld holds it, in the units the formulas use.
+
+    ``nice`` and ``site_factor`` are without NICE_OFFSET.  Times are Unix seconds,
+    0 = unset.  ``cpus`` is the CPU count set_priority_factors uses (total_cpus,
+    else max_cpus, else min_cpus); ``tres`` the job's TRES counts (allocated, else
+    requested; mem in MB).  ``time_limit`` in minutes, None = NO_VAL (the
+    partition's MaxTime applies), INFINITE = UNLIMITED.  ``partitions`` in the
+    order Slurm holds them.  ``priority`` is what slurmctld currently has (0 = held);
+    ``direct_set_prio`` marks a priority an operator set.
+    """
+
+    job_id: int
+    user: str
+    account: str
+    partitions: tuple[str, ...]
+    qos: str = "normal"
+    state: str = "PENDING"
+    priority: int = 1
+    nice: int = 0
+    site_factor: int = 0
+    direct_set_prio: bool = False
+    submit_time: int = 0
+    eligible_time: int = 0  # begin_time
+    accrue_time: int = 0
+    min_nodes: int = 1
+    cpus: int = 1
+    time_limit: int | None = None
+    tres: Mapping[str, int] = field(default_factory=dict)
+    assoc_priority: int = 0  # the job association's Priority= (inherited), 0 if none
+    display_id: str = ""
+    reason: str = ""
+
+    @property
+    def partition(self) -> str:
+        return ",".join(self.partitions)
+
+
+# --- the factors ----------------------------------------------------------------------------------
+
+
+def age_factor(accrue_time: int, now: int, max_age: int) -> float:
+    # age = (now − accrue_time) / PriorityMaxAge, 1 once the wait reaches PriorityMaxAge
+    # range [0, 1]; 0 while the job does not accrue (accrue_time 0) or accrue_time >= now
+    if not accrue_time:
+        return 0.0
+    diff = (int(now) - int(accrue_time)) if now > accrue_time else 0
+    diff &= 0xFFFFFFFF  # uint32_t diff
+    if diff < max_age:
+        return diff / max_age
+    return 1.0  # also PriorityMaxAge=0: full age as soon as the job accrues
+
+
+def jobsize_factor(job: JobInfo, cluster: ClusterInfo, params: PriorityParams,
+                   partition: PartitionInfo | None = None) -> float:
+    # favor large: (min_nodes/nodes + cpus/cluster_cpus)/2; PriorityFavorSmall: ((nodes−min_nodes)/nodes +
+    # (cluster_cpus−cpus)/cluster_cpus)/2; SMALL_RELATIVE_TO_TIME: max(cpus, min_nodes·cpus/node)/limit/cpus; [0, 1]
+    nodes = cluster.node_count
+    ccpus = cluster.cpu_count
+    min_nodes = job.min_nodes
+    cpu_cnt = job.cpus
+    if "SMALL_RELATIVE_TO_TIME" in params.flags:
+        js = float(min_nodes) * float(ccpus) / float(nodes)  # job size in CPUs at average CPUs/node
+        if cpu_cnt > js:
+            js = float(cpu_cnt)
+        if job.time_limit is not None:
+            limit = job.time_limit  # minutes; UNLIMITED = 0xffffffff
+        elif partition is not None:
+            limit = INFINITE if partition.max_time is None else partition.max_time
+        else:
+            limit = 1
+        if limit:
+            js /= limit
+        else:  # C: x/0 is inf (clamped to 1 below), 0/0 is NaN (left as 0 here)
+            js = math.inf if js > 0 else 0.0
+        js /= ccpus
+        if params.favor_small:
+            js = 1.0 - js
+    elif params.favor_small:
+        js = float((nodes - min_nodes) & 0xFFFFFFFF) / float(nodes)  # uint32_t arithmetic
+        if cpu_cnt:
+            js += float((ccpus - cpu_cnt) & 0xFFFFFFFF) / float(ccpus)
+            js /= 2
+    else:
+        js = float(min_nodes) / float(nodes)
+        if cpu_cnt:
+            js += float(cpu_cnt) / float(ccpus)
+            js /= 2
+    return min(max(js, 0.0), 1.0)
+
+
+def partition_factor(partition: PartitionInfo | None, cluster: ClusterInfo, params: PriorityParams) -> float:
+    # PriorityJobFactor / the highest PriorityJobFactor of all partitions; NO_NORMAL_PART: PriorityJobFactor
+    # range [0, 1] (NO_NORMAL_PART: [0, 65535]); 0 when the partition's PriorityJobFactor is 0
+    if partition is None or not partition.priority_job_factor:
+        return 0.0
+    if "NO_NORMAL_PART" in params.flags:
+        return float(partition.priority_job_factor)
+    top = cluster.part_max_priority
+    return partition.priority_job_factor / top if top else 0.0
+
+
+def qos_factor(qos: str | None, cluster: ClusterInfo, params: PriorityParams) -> float:
+    # QOS Priority / the highest Priority of all QOS; NO_NORMAL_QOS: the QOS Priority itself
+    # range [0, 1] (NO_NORMAL_QOS: [0, 2^32−1]); 0 for a QOS with priority 0 or an unknown QOS
+    prio = cluster.qos_priority.get(qos or "", 0)
+    if not prio:
+        return 0.0
+    if "NO_NORMAL_QOS" in params.flags:
+        return float(prio)
+    top = cluster.qos_max_priority
+    return prio / top if top else 0.0
+
+
+def assoc_factor(assoc_priority: int, cluster: ClusterInfo, params: PriorityParams) -> float:
+    # association Priority / the highest Priority of all associations; NO_NORMAL_ASSOC: the Priority itself
+    # range [0, 1] (NO_NORMAL_ASSOC: [0, 2^32−1]); an unset Priority (INFINITE) counts as 0
+    prio = 0 if assoc_priority in (None, INFINITE) else assoc_priority
+    if "NO_NORMAL_ASSOC" in params.flags:
+        return float(prio)
+    top = cluster.assoc_priority_max
+    return prio / top if top else 0.0
+
+
+def tres_factors(job: JobInfo, partition: PartitionInfo | None, params: PriorityParams,
+                 order: Sequence[str] = DEFAULT_TRES_ORDER) -> dict[str, float]:
+    # per TRES t with a PriorityWeightTRES weight: job's t (allocated, else requested) / partition's total t
+    # range [0, 1] each (NO_NORMAL_TRES: the raw count); 0 when the job or the partition has none of t
+    out: dict[str, float] = {}
+    for name in tres_names(params, order):
+        value = int(job.tres.get(name, 0) or 0)
+        if "NO_NORMAL_TRES" in params.flags:
+            out[name] = float(value)
+        elif value and partition is not None and partition.tres.get(name):
+            out[name] = value / float(partition.tres[name])
+        else:
+            out[name] = 0.0
+    return out
+
+
+def tres_names(params: PriorityParams, order: Sequence[str] = DEFAULT_TRES_ORDER) -> list[str]:
+    """The weighted TRES in slurmctld's TRES order (then any others by name)."""
+    names = [t for t in order if t in params.weight_tres]
+    return names + sorted(t for t in params.weight_tres if t not in names)
+
+
+def site_points(site_factor: int) -> float:
+    # site_factor as added to the priority: (NICE_OFFSET + site) − NICE_OFFSET, from scontrol/job_submit
+    # range [−2147483645, 2147483645] (scontrol update SiteFactor=)
+    return float((NICE_OFFSET + int(site_factor)) - NICE_OFFSET)
+
+
+def nice_points(nice: int) -> float:
+    # nice as subtracted from the priority: (NICE_OFFSET + nice) − NICE_OFFSET; --nice / scontrol update Nice=
+    # range [−2147483645, 2147483645]; negative values need an operator
+    return float((NICE_OFFSET + int(nice)) - NICE_OFFSET)
+
+
+def clamp_priority(p: float) -> int:
+    # max(P, 1) (0 means held), then (uint64_t) truncation, then 2^32 − 1 at most
+    # range [1, 4294967295]
+    if p < 1:
+        p = 1.0
+    v = math.trunc(p)
+    return min(v, PRIORITY_MAX)
+
+
+def wire(x: float) -> float:
+    # packdouble()/unpackdouble(): x·10^6 sent as a double, divided by 10^6 on arrival (sprio's view)
+    # range: x, up to one ulp
+    return (x * FLOAT_MULT) / FLOAT_MULT
+
+
+# --- one job ----------------------------------------------------------------------------------------
+
+
+FACTOR_NAMES = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
+
+
+@dataclass(frozen=True)
+class Factors:
+    """One job in one partition: each factor, its weighted value, and the priority.
+
+    ``factors`` are the unweighted values (raw with NO_NORMAL_*), ``weighted`` the
+    factor × weight as slurmctld holds it (doubles), ``tres``/``tres_weighted``
+    likewise per TRES.  ``priority`` is slurmctld's integer; ``direct`` says an
+    operator fixed it (then the factors are all 0, as slurmctld zeroes them).
+    """
+
+    job: JobInfo
+    partition: str
+    factors: Mapping[str, float]
+    weighted: Mapping[str, float]
+    tres: Mapping[str, float]
+    tres_weighted: Mapping[str, float]
+    site: int
+    nice: int
+    priority: int
+    direct: bool = False
+
+    @property
+    def total(self) -> float:
+        """The unclamped weighted sum (slurmctld's double before max(·,1) and truncation)."""
+        return _sum(self.weighted, self.tres_weighted.values(), self.site, self.nice)
+
+
+def _sum(w: Mapping[str, float], tres: Iterable[float], site: int, nice: int, multi: bool = False) -> float:
+    # the order of _get_priority_internal: age + assoc + fs + js + part + qos + tres + site − nice;
+    # for a multi-partition job's priority_array: part + (age + assoc + fs + js + qos + tres + site − nice)
+    t = 0.0
+    for v in tres:
+        t += v
+    if multi:
+        return w["partition"] + (w["age"] + w["assoc"] + w["fairshare"] + w["jobsize"] + w["qos"]
+                                 + t + site_points(site) - nice_points(nice))
+    p = w["age"] + w["assoc"] + w["fairshare"] + w["jobsize"] + w["partition"] + w["qos"]
+    return p + t + site_points(site) - nice_points(nice)
+
+
+def job_factors(job: JobInfo, partition: str, fairshare: float, cluster: ClusterInfo,
+                params: PriorityParams, now: int, multi: bool = False) -> Factors:
+    """All factors of ``job`` competing in ``partition``, evaluated at ``now``.
+
+    ``fairshare`` is the fair-share factor of the job's association (the engine's
+    ``Result.fairshare``; Slurm takes the fs parent's values for FairShare=parent).
+    ``multi``: the job is in several partitions (its per-partition priority is
+    summed in another order, see ``_sum``).
+    """
+    # P = Wage·age + Wassoc·assoc + Wfs·fs + Wjs·js + Wpart·part + Wqos·qos + Σ Wtres·tres + site − nice
+    # range [1, 2^32 − 1] after clamp_priority; an operator-set priority is returned as is
+    part = cluster.partitions.get(partition)
+    if job.direct_set_prio and job.priority > 0:
+        zero = dict.fromkeys(FACTOR_NAMES, 0.0)
+        return Factors(job, partition, zero, dict(zero), {}, {}, 0, 0, int(job.priority), direct=True)
+    f = {
+        "age": age_factor(job.accrue_time, now, params.max_age),
+        "assoc": assoc_factor(job.assoc_priority, cluster, params),
+        "fairshare": float(fairshare),
+        "jobsize": jobsize_factor(job, cluster, params, _job_partition(job, cluster)),
+        "partition": partition_factor(part, cluster, params),
+        "qos": qos_factor(job.qos, cluster, params),
+    }
+    w = {k: f[k] * float(params.weights()[k]) for k in FACTOR_NAMES}
+    tres = tres_factors(job, part, params, cluster.tres_order)
+    tres_w = {k: v * params.weight_tres[k] for k, v in tres.items()}
+    prio = clamp_priority(_sum(w, tres_w.values(), job.site_factor, job.nice, multi))
+    return Factors(job, partition, f, w, tres, tres_w, int(job.site_factor), int(job.nice), prio)
+
+
+def _job_partition(job: JobInfo, cluster: ClusterInfo) -> PartitionInfo | None:
+    """job_ptr->part_ptr for the job-size time limit: the first (highest tier) partition."""
+    for name in ordered_partitions(job, cluster):
+        if name in cluster.partitions:
+            return cluster.partitions[name]
+    return None
+
+
+def ordered_partitions(job: JobInfo, cluster: ClusterInfo) -> list[str]:
+    """A multi-partition job's partitions as slurmctld lists them: PriorityTier high first, then as given."""
+    tiers = {p: (cluster.partitions[p].priority_tier if p in cluster.partitions else 0) for p in job.partitions}
+    return sorted(job.partitions, key=lambda p: -tiers[p])  # stable, like list_sort's merge sort
+
+
+def job_priority(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+                 now: int) -> list[Factors]:
+    """slurmctld's priority of ``job``: one :class:`Factors` per partition (one for most jobs).
+
+    A multi-partition job gets a priority per partition (``priority_array``); the
+    job's own ``priority`` is the one of the partition it is considered in.
+    26.05 also multiplies by the job's QOS list (one entry per partition × QOS).
+    """
+    # one job_factors() per partition, partitions ordered by PriorityTier (high first), then as given
+    # range: a list of 1 (single partition) to len(job.partitions) Factors
+    parts = ordered_partitions(job, cluster)
+    return [job_factors(job, p, fairshare, cluster, params, now, len(parts) > 1) for p in parts]
+
+
+# --- what sprio shows --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SprioRow:
+    """One line of ``sprio -l``: the weighted values as sprio received and prints them."""
+
+    job_id: int
+    partition: str
+    user: str
+    priority: int
+    site: int
+    age: float
+    assoc: float
+    fairshare: float
+    jobsize: float
+    partition_factor: float
+    qos: float
+    nice: int
+    tres: tuple[tuple[str, float], ...]  # (name, weighted) for the non-zero ones, in TRES order
+
+    def as_json(self) -> dict:
+        """The ``fairshared sprio --format json`` record: the numbers sprio prints, as integers."""
+        return {
+            "job_id": self.job_id,
+            "user": self.user,
+            "partition": self.partition,
+            "priority": self.priority,
+            "site": self.site,
+            "age": c_round(self.age),
+            "assoc": c_round(self.assoc),
+            "fairshare": c_round(self.fairshare),
+            "jobsize": c_round(self.jobsize),
+            "partition_factor": c_round(self.partition_factor),
+            "qos": c_round(self.qos),
+            "nice": self.nice,
+            "tres": {name: c_round(v) for name, v in self.tres},
+        }
+
+
+def c_round(x: float) -> int:
+    """The integer C's ``%.0f`` prints (round half to even on the binary double)."""
+    return int(f"{x:.0f}")
+
+
+def listed_by_sprio(job: JobInfo, params: PriorityParams, now: int) -> bool:
+    """Whether sprio lists the job (``priority_p_get_priority_factors_list``).
+
+    Pending jobs (all jobs with CALCULATE_RUNNING), eligible by now (begin time, or
+    submit time with ACCRUE_ALWAYS), not held (priority 0).
+    """
+    # listed ⇔ (PENDING or CALCULATE_RUNNING) ∧ 0 < use_time ≤ now ∧ priority ≠ 0
+    # use_time = submit time with ACCRUE_ALWAYS, else the begin (eligible) time
+    if "CALCULATE_RUNNING" not in params.flags and job.state != "PENDING":
+        return False
+    use_time = job.submit_time if "ACCRUE_ALWAYS" in params.flags else job.eligible_time
+    if not use_time or use_time > now:
+        return False
+    return job.priority != 0
+
+
+def sprio_rows(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+               now: int) -> list[SprioRow]:
+    """The rows sprio prints for one job (one per partition), from ``job_priority``."""
+    # weighted factors as sprio receives them (wire()), PRIORITY = trunc(max(1, Σ)) re-summed by sprio
+    # range: PRIORITY [1, ∞) (no upper clamp); SITE/NICE −2^31 for an operator-set multi-partition job
+    rows = []
+    parts = ordered_partitions(job, cluster)
+    for fac in job_priority(job, fairshare, cluster, params, now):
+        if fac.direct and len(parts) == 1:
+            # single partition: sprio gets direct_prio and prints it, with SITE 0 and NICE 0
+            rows.append(SprioRow(job.job_id, fac.partition, job.user, int(float(fac.priority)), 0,
+                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, ()))
+            continue
+        if fac.direct:
+            # several partitions: _filter_job copies the zeroed factors (site = nice = 0, i.e. −2^31 once
+            # NICE_OFFSET is taken off) and fills in this partition's factor only
+            part = cluster.partitions.get(fac.partition)
+            w_part = wire(partition_factor(part, cluster, params) * float(params.weight_partition))
+            site = nice = -NICE_OFFSET
+            prio = w_part + float(site) - float(nice)
+            rows.append(SprioRow(job.job_id, fac.partition, job.user, _sprio_priority(prio), site,
+                                 0.0, 0.0, 0.0, 0.0, w_part, 0.0, nice, ()))
+            continue
+        w = {k: wire(v) for k, v in fac.weighted.items()}
+        tres = tuple((k, wire(v)) for k, v in fac.tres_weighted.items() if v)
+        p = (w["age"] + w["assoc"] + w["fairshare"] + w["jobsize"] + w["partition"] + w["qos"]
+             + site_points(fac.site) - nice_points(fac.nice))
+        for _, v in tres:
+            p += v
+        rows.append(SprioRow(job.job_id, fac.partition, job.user, _sprio_priority(p), fac.site,
+                             w["age"], w["assoc"], w["fairshare"], w["jobsize"], w["partition"], w["qos"],
+                             fac.nice, tres))
+    return rows
+
+
+def _sprio_priority(p: float) -> int:
+    # get_priority_from_factors: max(P, 1), printed with a (long long) cast; no upper clamp
+    return math.trunc(p if p >= 1 else 1.0)
+
+
+def sprio(jobs: Iterable[JobInfo], fairshare_of, cluster: ClusterInfo, params: PriorityParams,
+          now: int) -> list[SprioRow]:
+    """Every row ``sprio -l`` shows, in its order (job id ascending, partitions as held).
+
+    ``fairshare_of(job)`` returns the job's fair-share factor.
+    """
+    listed = sorted((j for j in jobs if listed_by_sprio(j, params, now)), key=lambda j: j.job_id)
+    rows: list[SprioRow] = []
+    for j in listed:
+        rows.extend(sprio_rows(j, fairshare_of(j), cluster, params, now))
+    return rows
+
+
+# sprio -l's format: "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
+# (src/sprio/sprio.c); "%.N" = right-justified in N, "%N" = left-justified; both cut to N characters.
+SPRIO_LONG = (("JOBID", 15, True), ("PARTITION", 9, False), ("USER", 8, True), ("PRIORITY", 10, True),
+              ("SITE", 10, True), ("AGE", 10, True), ("ASSOC", 10, True), ("FAIRSHARE", 10, True),
+              ("JOBSIZE", 10, True), ("PARTITION", 10, True), ("QOS", 10, True), ("NICE", 11, True),
+              ("TRES", 20, True))
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    # _print_str(): printf "%Ns" / "%.Ns" into a buffer of N+1 bytes (keeps the leftmost N), padded to N
+    s = f"{text:>{width}}" if right else text[:width]
+    return s[:width].ljust(width)
+
+
+def sprio_cells(row: SprioRow) -> list[str]:
+    tres = ",".join(f"{name}={v:.0f}" for name, v in row.tres)
+    return [str(row.job_id), row.partition, row.user, str(row.priority), f"{float(row.site):.0f}",
+            f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
+            f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
+
+
+def render_sprio(rows: Iterable[SprioRow], header: bool = True) -> str:
+    """``sprio -l`` exactly: same widths, justification, cutting and rounding."""
+    lines = []
+    if header:
+        lines.append(" ".join(_cell(name, w, r) for name, w, r in SPRIO_LONG))
+    for row in rows:
+        lines.append(" ".join(_cell(c, w, r) for c, (_, w, r) in zip(sprio_cells(row), SPRIO_LONG)))
+    return "".join(line + "\n" for line in lines)

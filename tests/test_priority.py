@@ -1,0 +1,452 @@
+"""fairshared.priority: Slurm's multifactor job priority, each factor by hand.
+
+Every expected value below is worked out in the comment next to it from the
+formulas of priority_multifactor.c (22.05.8) and sprio's print.c, not from the
+code under test.  The live equality with sprio is tests/test_sprio_slurm.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fairshared import priority as P
+from fairshared.priority import ClusterInfo, JobInfo, PartitionInfo, PriorityParams
+
+NOW = 1_800_000_000
+
+# A small cluster: 4 nodes, 400 CPUs; partition debug (PriorityJobFactor 1), high (10);
+# QOS normal 0, lo 10, hi 40 (highest 40); association priorities up to 8.
+DEBUG = PartitionInfo("debug", priority_job_factor=1, max_time=None,
+                      tres={"cpu": 400, "mem": 65536, "node": 4, "billing": 400, "gres/gpu": 8})
+HIGH = PartitionInfo("high", priority_job_factor=10, max_time=100,
+                     tres={"cpu": 400, "mem": 65536, "node": 4, "billing": 800, "gres/gpu": 8})
+CLUSTER = ClusterInfo(partitions={"debug": DEBUG, "high": HIGH}, qos_priority={"normal": 0, "lo": 10, "hi": 40},
+                      node_count=4, cpu_count=400, assoc_priority_max=8)
+WEIGHTS = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_jobsize=1000, weight_partition=1000,
+                         weight_qos=1000, max_age=86400)
+
+
+def job(**kw) -> JobInfo:
+    base = {"job_id": 1, "user": "alice", "account": "phys", "partitions": ("debug",), "submit_time": NOW - 100,
+            "eligible_time": NOW - 100, "accrue_time": NOW - 100, "cpus": 100, "min_nodes": 1}
+    base.update(kw)
+    return JobInfo(**base)
+
+
+# --- configuration parsing ------------------------------------------------------------------------
+
+
+def test_flags_are_substring_matches_and_no_normal_all_means_four():
+    assert P.parse_priority_flags("NO_NORMAL_ALL") == frozenset(P.NO_NORMAL)
+    assert P.parse_priority_flags(["no_normal_part", "ACCRUE_ALWAYS"]) == {"NO_NORMAL_PART", "ACCRUE_ALWAYS"}
+    # DEPTH_OBLIVIOUS turns Fair Tree off too (read_config.c)
+    assert "NO_FAIR_TREE" in P.parse_priority_flags("DEPTH_OBLIVIOUS")
+    assert P.parse_priority_flags("") == frozenset()
+
+
+def test_tres_weights_with_units():
+    w = P.parse_weight_tres("CPU=1000,Mem=2G,GRES/gpu=3000,node=5G,bb=3K")
+    assert w["cpu"] == 1000.0
+    assert w["mem"] == 2 / 1024  # G is 1024^1 above mem's base unit M
+    assert w["gres/gpu"] == 3000.0
+    assert w["node"] == 5 / 1024 ** 3  # node has no base unit: G = 1024^3
+    assert w["bb"] == 3.0  # K is below bb's base unit M: get_convert_unit_val gives 0, no conversion
+    assert P.parse_weight_tres("(null)") == {}
+    with pytest.raises(ValueError):
+        P.parse_weight_tres("cpu=lots")
+
+
+def test_params_from_config_and_overrides():
+    cfg = {"weight_age": 1000, "weight_fairshare": 10000, "max_age_seconds": 3600, "favor_small": True,
+           "priority_flags": ["NO_NORMAL_ALL"], "weight_tres": {"cpu": 1.0}, "weight_tres_exact": {"mem": 0.5}}
+    p = PriorityParams.from_config(cfg)
+    assert (p.weight_age, p.weight_fairshare, p.weight_qos, p.max_age, p.favor_small) == (1000, 10000, 0, 3600, True)
+    assert p.weight_tres == {"mem": 0.5}  # the unit-aware weights win
+    assert p.flags == frozenset(P.NO_NORMAL)
+    q = p.with_weights({"fairshare": 5, "tres:gres/gpu": 7})
+    assert (q.weight_fairshare, q.weight_age, q.weight_tres) == (5, 1000, {"mem": 0.5, "gres/gpu": 7.0})
+    with pytest.raises(ValueError):
+        p.with_weights({"bogus": 1})
+
+
+# --- one factor at a time -----------------------------------------------------------------------------
+
+
+def test_age_factor():
+    assert P.age_factor(0, NOW, 86400) == 0.0  # not accruing
+    assert P.age_factor(NOW - 900, NOW, 86400) == 900 / 86400  # 0.0104166…
+    assert P.age_factor(NOW + 5, NOW, 86400) == 0.0  # accrue time in the future: diff 0
+    assert P.age_factor(NOW - 86400, NOW, 86400) == 1.0  # diff == max: not < max, so 1.0
+    assert P.age_factor(NOW - 10 * 86400, NOW, 86400) == 1.0
+    assert P.age_factor(NOW - 1, NOW, 0) == 1.0  # PriorityMaxAge=0: full age at once
+
+
+def test_jobsize_favor_large_small_and_relative_to_time():
+    j = job(min_nodes=2, cpus=250, time_limit=50)
+    # favor large: (2/4 + 250/400) / 2 = (0.5 + 0.625) / 2 = 0.5625
+    assert P.jobsize_factor(j, CLUSTER, WEIGHTS) == 0.5625
+    # PriorityFavorSmall: ((4−2)/4 + (400−250)/400) / 2 = (0.5 + 0.375) / 2 = 0.4375
+    small = PriorityParams(favor_small=True)
+    assert P.jobsize_factor(j, CLUSTER, small) == 0.4375
+    # SMALL_RELATIVE_TO_TIME: max(2·400/4 = 200, 250) = 250 CPUs; / 50 min = 5; / 400 CPUs = 0.0125
+    rel = PriorityParams(flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    assert P.jobsize_factor(j, CLUSTER, rel) == pytest.approx(0.0125, abs=1e-15)
+    # ... and with PriorityFavorSmall: 1 − 0.0125 = 0.9875
+    rel_small = PriorityParams(favor_small=True, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    assert P.jobsize_factor(j, CLUSTER, rel_small) == pytest.approx(0.9875, abs=1e-15)
+    # no time limit of its own: the partition's MaxTime (high: 100 min): 250 / 100 / 400 = 0.00625
+    j2 = job(min_nodes=2, cpus=250, time_limit=None)
+    assert P.jobsize_factor(j2, CLUSTER, rel, HIGH) == pytest.approx(0.00625, abs=1e-15)
+    # ... an UNLIMITED partition divides by 2^32 − 1: 250 / 4294967295 / 400
+    assert P.jobsize_factor(j2, CLUSTER, rel, DEBUG) == pytest.approx(250 / 4294967295 / 400, rel=1e-12)
+    # more nodes than the cluster has: favor large clamps 1; FavorSmall's uint32 (4 − 6) wraps to
+    # 4294967294, so the factor is huge and also clamps to 1 — Slurm's arithmetic, reproduced
+    big = job(min_nodes=6, cpus=600)
+    assert P.jobsize_factor(big, CLUSTER, WEIGHTS) == 1.0
+    assert P.jobsize_factor(big, CLUSTER, small) == 1.0
+
+
+def test_partition_qos_assoc_factors_normalised_or_raw():
+    assert P.partition_factor(DEBUG, CLUSTER, WEIGHTS) == 0.1  # 1 / max(1, 10)
+    assert P.partition_factor(HIGH, CLUSTER, WEIGHTS) == 1.0
+    raw = PriorityParams(flags=P.parse_priority_flags("NO_NORMAL_ALL"))
+    assert P.partition_factor(HIGH, CLUSTER, raw) == 10.0
+    assert P.partition_factor(PartitionInfo("zero", priority_job_factor=0), CLUSTER, WEIGHTS) == 0.0
+    assert P.qos_factor("lo", CLUSTER, WEIGHTS) == 0.25  # 10 / 40
+    assert P.qos_factor("lo", CLUSTER, raw) == 10.0
+    assert P.qos_factor("normal", CLUSTER, WEIGHTS) == 0.0
+    assert P.qos_factor("nosuch", CLUSTER, WEIGHTS) == 0.0
+    assert P.assoc_factor(2, CLUSTER, WEIGHTS) == 0.25  # 2 / 8
+    assert P.assoc_factor(2, CLUSTER, raw) == 2.0
+    assert P.assoc_factor(2, ClusterInfo(assoc_priority_max=0), WEIGHTS) == 0.0
+
+
+def test_tres_factors():
+    params = PriorityParams(weight_tres={"cpu": 1000.0, "mem": 500.0, "gres/gpu": 2000.0})
+    j = job(tres={"cpu": 100, "mem": 16384, "node": 1, "gres/gpu": 2})
+    # cpu 100/400 = 0.25, mem 16384/65536 = 0.25, gpu 2/8 = 0.25; listed in TRES order, gres last
+    assert P.tres_factors(j, DEBUG, params) == {"cpu": 0.25, "mem": 0.25, "gres/gpu": 0.25}
+    raw = PriorityParams(weight_tres=params.weight_tres, flags=frozenset({"NO_NORMAL_TRES"}))
+    assert P.tres_factors(j, DEBUG, raw) == {"cpu": 100.0, "mem": 16384.0, "gres/gpu": 2.0}
+    # a partition without GPUs: factor 0 (not a division by zero)
+    nogpu = PartitionInfo("cpu", tres={"cpu": 400, "mem": 65536})
+    assert P.tres_factors(j, nogpu, params)["gres/gpu"] == 0.0
+
+
+def test_clamp():
+    assert P.clamp_priority(0.4) == 1  # 0 means held: never below 1
+    assert P.clamp_priority(-7.0) == 1
+    assert P.clamp_priority(12.99) == 12  # (uint64_t) truncation
+    assert P.clamp_priority(5e9) == 4294967295  # 2^32 − 1
+
+
+# --- a whole job ---------------------------------------------------------------------------------------
+
+
+def test_whole_priority_by_hand():
+    j = job(partitions=("high",), qos="hi", accrue_time=NOW - 43200, cpus=100, min_nodes=1,
+            site_factor=300, nice=50)
+    f = P.job_priority(j, 0.75, CLUSTER, WEIGHTS, NOW)
+    assert len(f) == 1
+    # age 43200/86400 = 0.5 → 500; fair-share 0.75 → 7500; job size (1/4 + 100/400)/2 = 0.25 → 250;
+    # partition 10/10 → 1000; QOS 40/40 → 1000; + site 300 − nice 50
+    # = 500 + 7500 + 250 + 1000 + 1000 + 300 − 50 = 10500
+    assert f[0].weighted == {"age": 500.0, "assoc": 0.0, "fairshare": 7500.0, "jobsize": 250.0,
+                             "partition": 1000.0, "qos": 1000.0}
+    assert f[0].priority == 10500
+    row = P.sprio_rows(j, 0.75, CLUSTER, WEIGHTS, NOW)[0]
+    assert row.as_json() == {"job_id": 1, "user": "alice", "partition": "high", "priority": 10500, "site": 300,
+                             "age": 500, "assoc": 0, "fairshare": 7500, "jobsize": 250, "partition_factor": 1000,
+                             "qos": 1000, "nice": 50, "tres": {}}
+
+
+def test_tres_and_assoc_in_the_sum():
+    params = PriorityParams(weight_assoc=2000, weight_tres={"cpu": 1000.0, "gres/gpu": 4000.0}, max_age=86400)
+    j = job(tres={"cpu": 100, "gres/gpu": 2}, assoc_priority=6, accrue_time=0)
+    # assoc 6/8 = 0.75 → 1500; cpu 100/400 = 0.25 → 250; gpu 2/8 = 0.25 → 1000; nothing else weighted
+    # = 1500 + 250 + 1000 = 2750
+    f = P.job_factors(j, "debug", 0.0, CLUSTER, params, NOW)
+    assert f.tres_weighted == {"cpu": 250.0, "gres/gpu": 1000.0}
+    assert f.priority == 2750
+    row = P.sprio_rows(j, 0.0, CLUSTER, params, NOW)[0]
+    assert row.as_json()["tres"] == {"cpu": 250, "gres/gpu": 1000}
+    assert P.sprio_cells(row)[-1] == "cpu=250,gres/gpu=1000"
+
+
+def test_operator_set_priority_single_partition():
+    j = job(priority=12345, direct_set_prio=True, site_factor=0, nice=0)
+    f = P.job_priority(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
+    assert (f.priority, f.direct, sum(f.weighted.values())) == (12345, True, 0.0)
+    row = P.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
+    # sprio prints direct_prio and zeroes everything else, SITE and NICE included
+    assert row.as_json() == {"job_id": 1, "user": "alice", "partition": "debug", "priority": 12345, "site": 0,
+                             "age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition_factor": 0,
+                             "qos": 0, "nice": 0, "tres": {}}
+
+
+def test_operator_set_priority_several_partitions_shows_sprios_quirk():
+    j = job(partitions=("debug", "high"), priority=5000, direct_set_prio=True)
+    rows = P.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)
+    # _filter_job copies the zeroed factors: SITE = NICE = 0 − 2^31; PRIORITY = the partition factor only
+    # (debug 0.1·1000 = 100, high 1.0·1000 = 1000), since −2^31 − (−2^31) = 0
+    assert [(r.partition, r.priority, r.site, r.nice, r.partition_factor) for r in rows] == [
+        ("debug", 100, -2147483648, -2147483648, 100.0), ("high", 1000, -2147483648, -2147483648, 1000.0)]
+    # while slurmctld's own priority stays 5000 in both
+    assert [f.priority for f in P.job_priority(j, 0.9, CLUSTER, WEIGHTS, NOW)] == [5000, 5000]
+    # SITE is cut to its 10 characters: "-214748364" (as seen live)
+    line = P.render_sprio(rows, header=False).splitlines()[0]
+    assert line.split()[4] == "-214748364" and line.split()[11] == "-2147483648"
+
+
+def test_multi_partition_rows_and_tier_order():
+    j = job(partitions=("debug", "high"), accrue_time=0)
+    rows = P.sprio_rows(j, 0.5, CLUSTER, WEIGHTS, NOW)
+    # fs 5000 + job size (1/4 + 100/400)/2·1000 = 250 + partition 100 (debug) / 1000 (high)
+    assert [(r.partition, r.priority) for r in rows] == [("debug", 5350), ("high", 6250)]
+    tiered = ClusterInfo(partitions={"debug": DEBUG, "high": PartitionInfo("high", 10, priority_tier=2)},
+                         qos_priority=CLUSTER.qos_priority, node_count=4, cpu_count=400)
+    assert [r.partition for r in P.sprio_rows(j, 0.5, tiered, WEIGHTS, NOW)] == ["high", "debug"]
+
+
+def test_sprio_priority_is_not_clamped_but_the_jobs_is():
+    # site +2147483645 and nice −2147483645 add 2·2147483645 = 4294967290; + fs 1.0·10000 = 4294977290
+    j = job(site_factor=2147483645, nice=-2147483645, accrue_time=0, cpus=0, min_nodes=0)
+    params = PriorityParams(weight_fairshare=10000)
+    assert P.job_priority(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294967295
+    assert P.sprio_rows(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294977290
+
+
+def test_rounding_half_even_and_truncation():
+    # fair-share 1/32 · 10000 = 312.5 exactly: %.0f rounds half to even → 312; 3/32 → 937.5 → 938
+    params = PriorityParams(weight_fairshare=10000)
+    j = job(accrue_time=0, cpus=0, min_nodes=0)
+    assert P.sprio_rows(j, 1 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 312
+    assert P.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 938
+    # but the PRIORITY column truncates the sum: 937.5 → 937
+    assert P.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].priority == 937
+    assert P.c_round(2.5) == 2 and P.c_round(3.5) == 4 and P.c_round(0.49999) == 0
+
+
+def test_wire_round_trip_is_at_most_an_ulp():
+    for x in (0.1 * 1000, 512.20703125, 10000 * (2 / 3), 1e-9):
+        assert math.isclose(P.wire(x), x, rel_tol=1e-15, abs_tol=0)
+
+
+def test_which_jobs_sprio_lists():
+    assert P.listed_by_sprio(job(), WEIGHTS, NOW)
+    assert not P.listed_by_sprio(job(priority=0), WEIGHTS, NOW)  # held
+    assert not P.listed_by_sprio(job(state="RUNNING"), WEIGHTS, NOW)
+    running = PriorityParams(flags=frozenset({"CALCULATE_RUNNING"}))
+    assert P.listed_by_sprio(job(state="RUNNING"), running, NOW)
+    later = job(eligible_time=NOW + 3600)  # --begin in the future
+    assert not P.listed_by_sprio(later, WEIGHTS, NOW)
+    # ACCRUE_ALWAYS: the submit time decides instead of the begin time
+    assert P.listed_by_sprio(later, PriorityParams(flags=frozenset({"ACCRUE_ALWAYS"})), NOW)
+    rows = P.sprio([job(job_id=7), job(job_id=3, priority=0), job(job_id=5)], lambda j: 0.0, CLUSTER, WEIGHTS, NOW)
+    assert [r.job_id for r in rows] == [5, 7]  # held job 3 left out; sorted by job id
+
+
+# --- the table -------------------------------------------------------------------------------------------
+
+
+def test_render_matches_sprio_l_layout():
+    # header and a data row copied from a live 22.05.8 `sprio -l` (deploy/dev-cluster/NOTES-live-22.05.md)
+    header = ("          JOBID PARTITION     USER   PRIORITY       SITE        AGE      ASSOC  FAIRSHARE    JOBSIZE"
+              "  PARTITION        QOS        NICE                 TRES")
+    live = ("              7 high        fsu_b1       3512          0          0          0       2000        512"
+            "       1000          0           0                     ")
+    row = P.SprioRow(job_id=7, partition="high", user="fsu_b1", priority=3512, site=0, age=0.0, assoc=0.0,
+                     fairshare=2000.0, jobsize=512.20703125, partition_factor=1000.0, qos=0.0, nice=0, tres=())
+    assert P.render_sprio([row]) == header + "\n" + live + "\n"
+
+
+def test_render_cuts_long_fields_like_sprio():
+    row = P.SprioRow(job_id=1234567, partition="verylongpartition", user="averylonguser", priority=5,
+                     site=0, age=0.0, assoc=0.0, fairshare=0.0, jobsize=0.0, partition_factor=0.0, qos=0.0, nice=0,
+                     tres=(("cpu", 1234.0), ("mem", 5678.0), ("gres/gpu", 91011.0)))
+    line = P.render_sprio([row], header=False).rstrip("\n")
+    cells = line.split()
+    assert cells[1] == "verylongp"  # %9r: the first 9 characters
+    assert cells[2] == "averylon"  # %.8u right-justified but still cut to 8 (the leftmost 8)
+    assert line.endswith("cpu=1234,mem=5678,gr")  # %.20T: 20 characters of "cpu=1234,mem=5678,gres/gpu=91011"
+
+
+# --- the live source's parsers (lines captured from a Slurm 22.05.8 cluster) --------------------------
+
+from fairshared.sources import jobinfo_cli as jc
+from fairshared.sources.base import SourceError
+from fairshared.sources.slurm_cli import SlurmCli
+
+PARTITION_LINE = (
+    "PartitionName=high AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
+    "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
+    "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=vm PriorityJobFactor=10 PriorityTier=1 "
+    "RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=4096 "
+    "TotalNodes=1 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED "
+    "TRES=cpu=4096,mem=64G,node=1,billing=8192 TRESBillingWeights=CPU=2.0")
+NODE_LINE = (
+    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=4096 CPUEfctv=4096 CPUTot=4096 CPULoad=0.21 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8 "
+    "OS=Linux 6.18.44-fc-v769 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=65536 AllocMem=0 FreeMem=23441 Sockets=4096 "
+    "Boards=1 State=ALLOCATED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=debug,high")
+SQUEUE_OUT = (
+    "48\x1f48\x1fprx2\x1fprxa\x1fnormal\x1f8171\x1f0\x1fPENDING\x1fhigh\x1f1795326888\x1f1795326888\x1f1795326888"
+    "\x1f30\x1f1\x1fUNLIMITED\x1fcpu=30,mem=64G,node=1,billing=60\x1fResources\n"
+    "49\x1f49\x1fprx2\x1fprxa\x1fnormal\x1f777\x1f0\x1fPENDING\x1fhigh,debug\x1f1795326960\x1f1795326960"
+    "\x1f1795326960\x1f3\x1f1\x1fUNLIMITED\x1fcpu=3,mem=64G,node=1,billing=6\x1fNodes required for job are DOWN, "
+    "DRAINED or reserved for jobs in higher priority partitions\n"
+    "50\x1f50_7\x1fprx1\x1fprxa\x1fprlo\x1f0\x1f-5\x1fPENDING\x1fdebug\x1f1795326960\x1f1795330000\x1fUnknown"
+    "\x1f3\x1f1\x1f1-00:30:00\x1fcpu=3,mem=1500M,node=1,billing=3\x1fJobHeldUser\n")
+SPRIO_OUT = (
+    "46\x1fhigh\x1f0\x1f0\x1f0.0007060\x1f0.0000000\x1f0.6666667\x1f0.5012207\x1f1.0000000\x1f0.0000000\x1f\n"
+    "48\x1fhigh\x1f300\x1f7\x1f0.0007060\x1f0.0000000\x1f0.6666667\x1f0.5036621\x1f1.0000000\x1f0.0000000\x1f\n"
+    "49\x1fhigh\x1f-2147483648\x1f-2147483648\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f1.0000000"
+    "\x1f0.0000000\x1f\n"
+    "49\x1fdebug\x1f-2147483648\x1f-2147483648\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.1000000"
+    "\x1f0.0000000\x1f\n"
+    "51\x1fdebug\x1f0\x1f0\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f\n")
+
+
+def test_parse_tres_units():
+    # mem is in MB; scontrol converts exactly: 64G = 65536, 1500M = 1500
+    assert jc.parse_tres("cpu=4096,mem=64G,node=1,billing=8192,gres/gpu=4") == {
+        "cpu": 4096, "mem": 65536, "node": 1, "billing": 8192, "gres/gpu": 4}
+    assert jc.parse_tres("mem=1500M,bb=2T") == {"mem": 1500, "bb": 2 * 1024 * 1024}
+    assert jc.parse_tres("(null)") == {} and jc.parse_tres("") == {}
+
+
+def test_parse_partitions_and_nodes():
+    parts = jc.parse_partitions(PARTITION_LINE + "\n")
+    high = parts["high"]
+    assert (high.priority_job_factor, high.priority_tier, high.max_time) == (10, 1, None)
+    assert high.tres == {"cpu": 4096, "mem": 65536, "node": 1, "billing": 8192}
+    limited = jc.parse_partitions(PARTITION_LINE.replace("MaxTime=UNLIMITED", "MaxTime=1-00:30:00"))
+    assert limited["high"].max_time == 24 * 60 + 30
+    assert jc.parse_nodes(NODE_LINE + "\n" + NODE_LINE.replace("vm", "vm2").replace("CPUEfctv=4096", "CPUEfctv=60")
+                          ) == (2, 4156)
+
+
+def test_parse_qos_and_assoc_priorities():
+    assert jc.parse_qos("normal|0\nprlo|10\nprhi|\n") == {"normal": 0, "prlo": 10, "prhi": 0}
+    text = ("Current Association Manager state\n\nAssociation Records\n\n"
+            "ClusterName=c Account=root UserName= Partition= Priority=0 ID=1\n    SharesRaw/Norm/Level/Factor=1/0/1/0\n"
+            "ClusterName=c Account=a UserName=bob(1001) Partition=gpu Priority=7 ID=5\n")
+    assert jc.parse_assoc_priorities(text) == {("root", None, None): 0, ("a", "bob", "gpu"): 7}
+
+
+def test_parse_squeue_jobs():
+    jobs = jc.parse_squeue_jobs(SQUEUE_OUT)
+    j48, j49, j50 = jobs
+    assert (j48.job_id, j48.user, j48.account, j48.partitions, j48.priority, j48.cpus, j48.min_nodes) == (
+        48, "prx2", "prxa", ("high",), 8171, 30, 1)
+    assert (j48.accrue_time, j48.time_limit, j48.tres["billing"]) == (1795326888, P.INFINITE, 60)
+    assert j49.partitions == ("high", "debug")
+    assert (j50.display_id, j50.nice, j50.accrue_time, j50.time_limit, j50.tres["mem"]) == (
+        "50_7", -5, 0, 24 * 60 + 30, 1500)
+    with pytest.raises(jc.InputError):
+        jc.parse_squeue_jobs("1\x1f2\n")
+
+
+def test_parse_sprio_facts_finds_site_factors_and_operator_set_priorities():
+    facts = jc.parse_sprio_facts(SPRIO_OUT)
+    assert facts[46] == jc.SprioFacts(0, False)
+    assert facts[48] == jc.SprioFacts(300, False)
+    assert facts[49] == jc.SprioFacts(0, True)  # several partitions: SITE/NICE −2^31
+    assert facts[51] == jc.SprioFacts(0, True)  # one partition, all zero
+
+
+def test_state_file_flags_and_extra_config():
+    import struct
+
+    assert jc.parse_last_decay_ran(struct.pack(">qq", 1795326818, 1795000000)) == 1795326818
+    assert jc.parse_last_decay_ran(b"") is None
+    conf = "# PriorityFlags=NO_FAIR_TREE\nPriorityType=priority/multifactor\npriorityflags=NO_NORMAL_QOS,INCR_ONLY\n"
+    assert jc.parse_slurm_conf_flags(conf) == "NO_NORMAL_QOS,INCR_ONLY"
+    extra = jc.priority_config_extra({"PriorityWeightTRES": "CPU=1000,Mem=2G", "PriorityFlags": "NO_NORMAL_ALL",
+                                      "AccountingStorageTRES": "cpu,mem,energy,node,billing,gres/gpu"})
+    assert extra["weight_tres_exact"] == {"cpu": 1000.0, "mem": 2 / 1024}
+    assert extra["tres_order"][-1] == "gres/gpu" and extra["no_normal_ambiguous"] is True
+
+
+def test_parse_sshare_fairshare():
+    text = ("Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS\n"
+            "root||||0.000000|34829||1.000000||\n"
+            " prxa|||10|0.909091|12640|0.362930|0.362930||2.504863\n"
+            "  prxa|prx1||1|0.250000|10736|0.308258|0.849359|0.333333|0.294340\n")
+    assert jc.parse_sshare_fairshare(text) == {("prxa", "prx1", None): 0.333333}
+
+
+class FakeCli(SlurmCli):
+    """SlurmCli whose commands answer from a dict (argv prefix → output)."""
+
+    def __init__(self, answers, **kw):
+        super().__init__(**kw)
+        self.answers = answers
+        self.seen = []
+
+    def run(self, argv):
+        self.seen.append((tuple(argv), dict(self.env or {})))
+        for prefix, out in self.answers.items():
+            if tuple(argv[:len(prefix)]) == prefix:
+                return out
+        raise SourceError(f"`{' '.join(argv[:3])}` failed (exit 1): not faked")
+
+
+def test_read_puts_it_all_together(tmp_path):
+    import struct
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "priority_last_decay_ran").write_bytes(struct.pack(">qq", 1795326900, 0))
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PriorityFlags=NO_NORMAL_QOS\n")
+    config = "\n".join([
+        "ClusterName = c", "SLURM_VERSION = 22.05.8", "PriorityType = priority/multifactor",
+        "PriorityFlags = NO_NORMAL_ALL", "PriorityMaxAge = 1-00:00:00", "PriorityWeightAge = 1000",
+        "PriorityWeightAssoc = 10", "PriorityWeightFairShare = 10000", "PriorityWeightTRES = CPU=5",
+        f"StateSaveLocation = {state}", f"SLURM_CONF = {conf}",
+        "AccountingStorageTRES = cpu,mem,energy,node,billing,fs/disk,vmem,pages"]) + "\n"
+    assoc = ("ClusterName=c Account=root UserName= Partition= Priority=0 ID=1\n"
+             "    SharesRaw/Norm/Level/Factor=1/0.00/1/0.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
+             "    ParentAccount= Lft=1 DefAssoc=No\n"
+             "ClusterName=c Account=prxa UserName= Partition= Priority=3 ID=2\n"
+             "    SharesRaw/Norm/Level/Factor=10/1.00/10/0.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
+             "    ParentAccount=root(1) Lft=2 DefAssoc=No\n"
+             "ClusterName=c Account=prxa UserName=prx2(1002) Partition= Priority=6 ID=3\n"
+             "    SharesRaw/Norm/Level/Factor=1/1.00/1/1.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
+             "    ParentAccount= Lft=3 DefAssoc=Yes\n")
+    sshare = ("Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS\n"
+              "root||||0.000000|100||1.000000||\n prxa|||10|1.000000|100|1.000000|1.000000||1.000000\n"
+              "  prxa|prx2||1|1.000000|100|1.000000|1.000000|1.000000|1.000000\n")
+    cli = FakeCli({("scontrol", "show", "config"): config, ("scontrol", "show", "assoc_mgr"): assoc,
+                   ("sshare",): sshare, ("scontrol", "-a", "-o", "show", "partition"): PARTITION_LINE + "\n",
+                   ("scontrol", "-a", "-o", "show", "node"): NODE_LINE + "\n",
+                   ("sacctmgr", "-nP", "show", "qos"): "normal|0\n", ("squeue",): SQUEUE_OUT,
+                   ("sprio",): SPRIO_OUT})
+    pi = jc.JobInfoCli(cli).read(sshare=True)
+    assert pi.last_calc == 1795326900
+    # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins
+    assert pi.snapshot.config["priority_flags"] == ["NO_NORMAL_QOS"] and not pi.warnings
+    assert PriorityParams.from_config(pi.snapshot.config).flags == {"NO_NORMAL_QOS"}
+    assert pi.cluster.assoc_priority_max == 6 and pi.cluster.cpu_count == 4096
+    j48, j49, _ = pi.jobs
+    assert (j48.site_factor, j48.direct_set_prio, j48.assoc_priority) == (300, False, 6)
+    assert j49.direct_set_prio is True
+    assert pi.slurm_fairshare == {("prxa", "prx2", None): 1.0}
+    squeue_env = next(env for argv, env in cli.seen if argv[0] == "squeue")
+    assert squeue_env["SLURM_TIME_FORMAT"] == "%s"
+    # slurm.conf unreadable: all four NO_NORMAL_* flags, with a warning
+    conf.unlink()
+    pi = jc.JobInfoCli(cli).read()
+    assert pi.warnings and "NO_NORMAL_ALL" in pi.warnings[0]
+    assert PriorityParams.from_config(pi.snapshot.config).flags == frozenset(P.NO_NORMAL)
+
+
+def test_a_failing_command_is_named():
+    cli = FakeCli({})
+    with pytest.raises(SourceError, match="`scontrol -a -o show partition` failed"):
+        jc.JobInfoCli(cli).partitions()
+    with pytest.raises(SourceError, match="`squeue -h -a -t PD -O …` failed"):
+        jc.JobInfoCli(cli).jobs()
