@@ -168,3 +168,55 @@ def test_nice_mode_keeps_the_owners_nice(queue, tmp_path):
     assert third["pushed"] == 1
     assert squeue_pending()[jid]["nice"] == 20 - round(W * f[("dmb", "dmu4")])
     assert os.path.exists(f"{queue['state']}/nice/push-state.json")
+
+
+def sprio_parts():
+    out = sc.run(["sprio", "-h", "-o", "%i|%Y|%F"]).stdout
+    return {int(i): (int(p), int(f)) for i, p, f in (ln.split("|") for ln in out.split() if ln)}
+
+
+def test_priority_mode_sets_the_whole_priority_and_spares_an_operators(queue, tmp_path):
+    # undo the other modes: SiteFactor 0, the owners' own nice back
+    for name, jid in queue["pending"].items():
+        sc.run(["scontrol", "update", f"JobId={jid}", "SiteFactor=0", f"Nice={50 if name == 'nice' else 0}"])
+    fixed = queue["pending"]["dmu3"]
+    sc.run(["scontrol", "update", f"JobId={fixed}", "Priority=12345"])  # an operator's decision
+    # Slurm's own priority with its fair-share term (W_slurm · F) swapped for ours (W · F): Fair Tree
+    # both sides, so F is the same up to sshare's 6 decimals (W · 1e-6 = 1: tolerance 1)
+    before = sprio_parts()
+    f = factors("fair_tree")
+    cfg = config(tmp_path, queue["state"], "priority", "fair_tree")
+    first = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
+    assert first["outcome"] == "success" and first["pushed"] == first["planned"] >= 4
+    pend = squeue_pending()
+    for name, jid in queue["pending"].items():
+        if jid == fixed:
+            continue
+        user = pend[jid]["user"]
+        acct = "dma" if user in ("dmu1", "dmu2") else "dmb"
+        prio, fs_slurm = before[jid]
+        expected = prio - fs_slurm + round(W * f[(acct, user)])
+        assert abs(pend[jid]["priority"] - expected) <= 1, (name, pend[jid]["priority"], expected)
+    assert pend[fixed]["priority"] == 12345  # left alone
+    # Slurm no longer recalculates our jobs (fixed), and we recognise them as ours next cycle
+    second = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
+    assert second["outcome"] == "success"
+    again = squeue_pending()
+    assert all(abs(again[j]["priority"] - pend[j]["priority"]) <= 1 for j in pend), [(j, pend[j], again[j]) for j in pend if pend[j] != again[j]]
+    assert again[fixed]["priority"] == 12345
+
+
+def test_usage_from_the_accounting_records(queue, tmp_path):
+    cfg = write_config(tmp_path / "acct.toml", f"""
+[source]
+kind = "cli"
+[usage]
+origin = "accounting"
+[push]
+mode = "off"
+[state]
+directory = "{queue['state']}/acct"
+""")
+    res = fairshared("run", "--once", "--config", str(cfg))
+    (c,) = cycle_lines(res)
+    assert c["outcome"] == "success" and c["associations"] >= 9, res.stderr

@@ -159,3 +159,111 @@ def test_nice_mode_through_the_runner(tmp_path, mode):
     res = r.cycle()
     assert [(a.old, a.new) for a in res.actions] == [(7, 7 - 500)]  # busy: F = 1/2 (N = 2)
     assert r.cycle().actions == []
+
+
+class Killed(BaseException):
+    """Stands for the process dying half-way through a push (SIGKILL, OOM, power)."""
+
+
+def nice_queue(js):
+    q = Queue(js)
+
+    def apply(a):
+        q.applied.append(a)
+        q.jobs[a.job_id] = replace(q.jobs[a.job_id], nice=a.new)
+    q.apply = apply
+    return q
+
+
+def test_nice_mode_killed_mid_push_never_applies_twice(tmp_path):
+    q = nice_queue([Job(1, "busy", "a", "batch", priority=10, nice=7),
+                    Job(2, "idle", "a", "batch", priority=10, nice=-3)])
+    r = runner(q, tmp_path, mode="nice")
+    real = q.apply
+
+    def dies_after_first(a):
+        real(a)
+        raise Killed
+    q.apply = dies_after_first
+    with pytest.raises(Killed):
+        r.cycle()
+    assert q.jobs[1].nice == 7 - 500 and q.jobs[2].nice == -3  # job 1 written, job 2 not, state not final
+    q.apply = real
+    again = runner(q, tmp_path, mode="nice").cycle()  # a new process on the same state directory
+    assert [(a.job_id, a.old, a.new) for a in again.actions] == [(2, -3, -3 - 1000)]
+    assert q.jobs[1].nice == 7 - 500  # not 7 - 500 - 500
+    for _ in range(3):
+        assert runner(q, tmp_path, mode="nice").cycle().actions == []
+    # the owner changes their nice: the new value is their base from now on
+    q.jobs[1] = replace(q.jobs[1], nice=100)
+    res = runner(q, tmp_path, mode="nice").cycle()
+    assert [(a.job_id, a.new) for a in res.actions] == [(1, 100 - 500)]
+
+
+def test_nice_mode_pushes_nothing_when_its_state_cannot_be_saved(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")  # the state directory path is a file: every save fails (like a full disk)
+    q = nice_queue([Job(1, "busy", "a", "batch", priority=10, nice=7)])
+    res = Runner(config_from_dict({"push": {"weight": 1000, "mode": "nice"}}), q, q, Recorder(),
+                 blocker / "state").cycle()
+    assert res.outcome == "push_failed" and "push state" in res.error and q.applied == []
+    assert q.jobs[1].nice == 7
+
+
+def test_operator_fixed_priority_is_left_alone_unless_configured(tmp_path):
+    js = jobs() + [Job(3, "idle", "a", "batch", priority=42, site_factor=0, fixed_priority=True)]
+    q = Queue(js)
+    assert {a.job_id for a in runner(q, tmp_path / "1").cycle().actions} == {1, 2}
+    q = Queue(js)
+    assert {a.job_id for a in runner(q, tmp_path / "2", override_fixed=True).cycle().actions} == {1, 2, 3}
+
+
+class PriorityQueue(Queue):
+    """A static cluster read the way push mode `priority` reads one (jobinfo_cli.PriorityInputs)."""
+
+    def __init__(self, infos):
+        super().__init__([])
+        self.infos = {j.job_id: j for j in infos}
+
+    def priority_inputs(self):
+        from fairshared.priority import ClusterInfo
+        from fairshared.sources.jobinfo_cli import PriorityInputs
+
+        cfg = {**CFG, "weight_age": 0, "weight_jobsize": 0}
+        return PriorityInputs(Snapshot(associations=list(TREE), config=cfg), ClusterInfo(),
+                              list(self.infos.values()))
+
+    def apply(self, action):
+        assert action.field == "priority"
+        self.applied.append(action)
+        # as slurmctld does (seen on 22.05.8): a set priority resets the job's nice to 0
+        self.infos[action.job_id] = replace(self.infos[action.job_id], priority=action.new, direct_set_prio=True,
+                                            nice=0)
+
+
+def test_priority_mode_pushes_the_whole_priority_and_leaves_operator_fixed_jobs(tmp_path):
+    from fairshared.priority import JobInfo
+
+    q = PriorityQueue([
+        JobInfo(1, "busy", "a", ("batch",), priority=1),
+        JobInfo(2, "idle", "a", ("batch",), priority=1),
+        JobInfo(3, "idle", "a", ("batch",), priority=777, direct_set_prio=True),  # an operator's
+        JobInfo(4, "idle", "a", ("batch",), priority=0),  # held
+        JobInfo(5, "idle", "a", ("batch",), priority=1, nice=50),  # its owner's nice
+    ])
+    r = runner(q, tmp_path, mode="priority")
+    res = r.cycle()
+    # only the fair-share weight is set (W = 1000): P = 1000 · F, F = 1/2 (busy) and 1 (idle)
+    assert res.outcome == "success"
+    assert sorted((a.job_id, a.old, a.new) for a in res.actions) == [(1, 1, 500), (2, 1, 1000), (5, 1, 950)]
+    assert q.infos[5].nice == 0  # Slurm forgot the owner's nice; we did not
+    assert q.infos[3].priority == 777 and q.infos[4].priority == 0
+    # now jobs 1 and 2 are fixed too, but by us: recognised, and unchanged inputs push nothing
+    assert r.cycle().actions == []
+    assert runner(q, tmp_path, mode="priority").cycle().actions == []  # nor after a restart
+
+
+def test_priority_mode_needs_a_source_that_reads_job_details(tmp_path):
+    q = Queue(jobs())
+    res = runner(q, tmp_path, mode="priority").cycle()
+    assert res.outcome == "pull_failed" and "push.mode 'priority'" in res.error and q.applied == []

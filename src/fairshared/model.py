@@ -142,6 +142,7 @@ class Job:
     state: str = "PENDING"
     display_id: str = ""
     site_factor: int | None = None  # without NICE_OFFSET; None when the source cannot read it
+    fixed_priority: bool = False  # an operator set the priority (scontrol update priority=, direct_set_prio)
 
 
 @dataclass(slots=True)

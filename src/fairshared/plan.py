@@ -3,28 +3,35 @@
     contribution c = round(W · F)        W = our fair-share weight, F = the job's user factor
     site_factor:  SiteFactor = c                          (Slurm adds it to its own factors)
     nice:         Nice = owner's own nice − c             (priority rises by c; the owner's nice survives)
+    priority:     Priority = P(job) with F in its fair-share term (priority.py), which *fixes* the
+                  job's priority: slurmctld stops recalculating it until we push again
 
 Only jobs whose value differs from what Slurm holds get an action, so a cycle
 with unchanged inputs plans nothing.  Values are clamped to Slurm's limits
-(|SiteFactor|, |Nice| <= 2147483645 = NICE_OFFSET − 3).  Held jobs (priority 0)
-are left alone.
+(|SiteFactor|, |Nice| <= 2147483645 = NICE_OFFSET − 3; Priority in
+[1, 2^32 − 3]).  Held jobs (priority 0) are left alone, and so are jobs whose
+priority an operator fixed (``scontrol update priority=``) unless the config
+says otherwise.
 
 The *push state* remembers, per job, the value we last wrote and (nice mode)
 the owner's own nice underneath it.  It survives restarts on disk, so a
 restart never applies a contribution twice: SiteFactor is absolute anyway, and
 in nice mode a job whose nice still equals what we wrote keeps its recorded
 base, while a job whose nice changed (its owner ran ``scontrol update nice=``)
-takes the new value as its base.
+takes the new value as its base.  Before a push the state is saved with both
+the old and the new value as ours (``alt``), so a daemon killed half-way
+through a push recognises either value on restart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .engine.result import Result
 from .model import Job
+from .priority import job_priority
 from .sinks.base import PushAction
 
 LIMIT = 2147483645  # NICE_OFFSET - 3: bound of SiteFactor and Nice
@@ -38,6 +45,11 @@ def clamp(v: int, lo: int = -LIMIT, hi: int = LIMIT) -> int:
 class JobState:
     value: int  # what we last wrote
     base: int = 0  # nice mode: the owner's own nice under it
+    alt: int | None = None  # write-ahead: the value we had written before an unfinished push
+
+    def ours(self, current: int) -> bool:
+        """Is ``current`` a value this daemon wrote (the last one, or the one before an unfinished push)?"""
+        return current == self.value or (self.alt is not None and current == self.alt)
 
 
 @dataclass
@@ -49,7 +61,17 @@ class PushState:
 
     def to_dict(self) -> dict:
         return {"version": 1, "mode": self.mode,
-                "jobs": {str(k): {"value": v.value, "base": v.base} for k, v in self.jobs.items()}}
+                "jobs": {str(k): {"value": v.value, "base": v.base, **({"alt": v.alt} if v.alt is not None else {})}
+                         for k, v in self.jobs.items()}}
+
+    def write_ahead(self, actions: list[PushAction], new: "PushState") -> "PushState":
+        """The state to save *before* pushing ``actions``: their new values, remembering the old as ``alt``."""
+        jobs = dict(self.jobs)
+        for a in actions:
+            prev = self.jobs.get(a.job_id)
+            st = new.jobs[a.job_id]
+            jobs[a.job_id] = JobState(st.value, st.base, prev.value if prev else a.old)
+        return PushState(self.mode, jobs)
 
     @classmethod
     def from_dict(cls, d: dict, mode: str) -> "PushState":
@@ -58,7 +80,8 @@ class PushState:
         jobs = {}
         for k, v in (d.get("jobs") or {}).items():
             try:
-                jobs[int(k)] = JobState(int(v["value"]), int(v.get("base", 0)))
+                alt = v.get("alt")
+                jobs[int(k)] = JobState(int(v["value"]), int(v.get("base", 0)), None if alt is None else int(alt))
             except (KeyError, TypeError, ValueError):
                 continue
         return cls(mode, jobs)
@@ -91,12 +114,21 @@ def contribution(weight: int, factor: float) -> int:
     return int(round(weight * factor))
 
 
+def operator_fixed(job, prev: JobState | None) -> bool:
+    """An operator set this job's priority (and it was not us, in priority mode)."""
+    if not getattr(job, "fixed_priority", False) and not getattr(job, "direct_set_prio", False):
+        return False
+    return not (prev is not None and prev.ours(job.priority))
+
+
 def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
-         current_site_factor: dict[int, int] | None = None) -> tuple[list[PushAction], PushState, list[Job]]:
+         current_site_factor: dict[int, int] | None = None,
+         override_fixed: bool = False) -> tuple[list[PushAction], PushState, list[Job]]:
     """Actions for the pending jobs, the push state they lead to, and the jobs skipped (no association).
 
     ``current_site_factor`` is what slurmctld holds per job when the source can
     read it (sprio); otherwise the push state's memory stands in for it.
+    Jobs with an operator-set priority are left alone unless ``override_fixed``.
     """
     factors = user_factors(result)
     actions: list[PushAction] = []
@@ -105,12 +137,14 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     for job in jobs:
         if job.state != "PENDING" or job.priority == 0:
             continue  # held or no longer pending: leave alone
+        prev = state.jobs.get(job.job_id)
+        if not override_fixed and operator_fixed(job, prev if mode == "priority" else None):
+            continue
         f = job_factor(job, factors)
         if f is None:
             unknown.append(job)
             continue
         c = contribution(weight, f)
-        prev = state.jobs.get(job.job_id)
         if mode == "site_factor":
             new = clamp(c)
             if current_site_factor is not None and job.job_id in current_site_factor:
@@ -119,7 +153,7 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
                 old = prev.value if prev else None
             new_state.jobs[job.job_id] = JobState(new)
         elif mode == "nice":
-            base = prev.base if prev is not None and job.nice == prev.value else job.nice
+            base = prev.base if prev is not None and prev.ours(job.nice) else job.nice
             new = clamp(base - c)
             old = job.nice
             new_state.jobs[job.job_id] = JobState(new, base)
@@ -127,5 +161,51 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
             raise ValueError(f"unknown push mode {mode!r}")
         if new != old:
             actions.append(PushAction(job_id=job.job_id, field=mode, new=new, old=old, contribution=c,
+                                      user=job.user, account=job.account, partition=job.partition))
+    return actions, new_state, unknown
+
+
+# --- priority mode ---------------------------------------------------------------------------------
+
+PRIORITY_MAX_PUSH = 0xFFFFFFFD  # 2^32 − 3: 0xFFFFFFFE is NO_VAL, 0xFFFFFFFF (INFINITE) means "recalculate"
+
+
+def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: PushState,
+                  override_fixed: bool = False) -> tuple[list[PushAction], PushState, list]:
+    """Priority mode: every pending job's full multifactor priority with our F (priority.py).
+
+    ``jobs`` are :class:`fairshared.priority.JobInfo`; ``params`` carries the
+    fair-share weight to use.  A job in several partitions gets the priority of
+    the first one slurmctld considers (highest PriorityTier).  A job whose
+    priority is fixed by someone else is left alone unless ``override_fixed``.
+    Setting a priority makes slurmctld reset the job's nice to 0; the owner's
+    nice is kept in the push state (``base``) and still subtracted.
+    """
+    factors = user_factors(result)
+    actions: list[PushAction] = []
+    new_state = PushState("priority")
+    unknown: list = []
+    for job in jobs:
+        if job.state != "PENDING" or job.priority == 0:
+            continue
+        prev = state.jobs.get(job.job_id)
+        if not override_fixed and operator_fixed(job, prev):
+            continue
+        f = job_factor(job, factors)
+        if f is None:
+            unknown.append(job)
+            continue
+        # the job's factors as slurmctld would compute them with our F; a fixed job's factors are
+        # zeroed by Slurm, so compute as if it were not fixed
+        # slurmctld resets a job's nice to 0 when its priority is set (seen on a live 22.05.8):
+        # the owner's nice lives on in our push state (base) and still counts
+        ours = prev is not None and prev.ours(job.priority)
+        nice = prev.base if ours and job.nice == 0 else job.nice
+        rows = job_priority(replace(job, direct_set_prio=False, nice=nice), f, cluster, params, now)
+        new = max(1, min(PRIORITY_MAX_PUSH, int(rows[0].priority)))
+        new_state.jobs[job.job_id] = JobState(new, nice)
+        if new != job.priority:
+            actions.append(PushAction(job_id=job.job_id, field="priority", new=new, old=job.priority,
+                                      contribution=contribution(params.weight_fairshare, f),
                                       user=job.user, account=job.account, partition=job.partition))
     return actions, new_state, unknown

@@ -16,13 +16,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Sequence, TextIO
 
-from ..model import Association, InputError, Snapshot
-from ..sources.sacct import SacctJobs, sacct_env, usage_settings
+from ..model import Association, Snapshot
+from ..sources.sacct import load_accounting
 from ..sources.slurm_cli import SlurmCli
 from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy, UsageResult, compute_usage
 
 FORMATS = ("table", "json")
-HALF_LIVES = 20.0  # records that ended more than this many half-lives ago change usage by < 2^-20
 
 
 def _models(text: str) -> list[str]:
@@ -85,19 +84,6 @@ def register(subparsers) -> None:
 
 
 # --- reading and computing --------------------------------------------------------------------
-
-
-def load_accounting(cli: SlurmCli, config: dict, at: float, *, sacct: SacctJobs | None = None):
-    """Policy and job records for time ``at``: (config with extras, policy, records, bad records)."""
-    cfg = {**config, **usage_settings(cli.run)}
-    try:
-        policy = UsagePolicy.from_config(cfg)
-    except ValueError as exc:
-        raise InputError(f"cluster configuration: {exc}") from None
-    if sacct is None:
-        sacct = SacctJobs(run=SlurmCli(timeout=cli.timeout, bin_dir=cli.bin_dir, env=sacct_env(cli.env)).run)
-    records, bad = sacct.fetch(now=at, not_before=policy.not_before(at, HALF_LIVES))
-    return cfg, policy, records, bad
 
 
 def accounting_usage(snapshot_associations: Sequence[Association], config_dict: dict,

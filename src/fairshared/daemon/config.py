@@ -36,8 +36,11 @@ class SourceConfig(_Strict):
 
 
 class UsageConfig(_Strict):
-    origin: Literal["slurmctld"] = "slurmctld"
-    """slurmctld = the decayed raw usage slurmctld keeps (what Slurm itself uses)."""
+    origin: Literal["slurmctld", "accounting"] = "slurmctld"
+    """slurmctld = the decayed raw usage slurmctld keeps (what Slurm itself uses);
+    accounting = recomputed from slurmdbd's job records (sacct), fetched incrementally."""
+    model: Literal["slurm", "exact"] = "slurm"
+    """With origin = accounting: slurm = slurmctld's per-iteration decay; exact = the closed-form integral."""
 
 
 class AlgorithmConfig(_Strict):
@@ -59,12 +62,15 @@ class ScheduleConfig(_Strict):
 
 
 class PushConfig(_Strict):
-    mode: Literal["site_factor", "nice", "off"] = "site_factor"
-    """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; off: compute and export only."""
+    mode: Literal["site_factor", "nice", "priority", "off"] = "site_factor"
+    """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; priority: the whole multifactor
+    priority with our F (fixes it: slurmctld stops recalculating); off: compute and export only."""
     weight: int | None = Field(None, ge=0, le=2147483645)
     """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
     dry_run: bool = False
     """Compute and report what would be pushed, push nothing."""
+    override_fixed: bool = False
+    """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
 
 
 class HttpConfig(_Strict):

@@ -18,15 +18,25 @@ import threading
 import time
 from pathlib import Path
 
+from dataclasses import replace
+
 from ..engine import Params, build_tree, compute
-from ..model import InputError, Snapshot
-from ..plan import PushState, plan
+from ..model import InputError, Job, Snapshot
+from ..plan import PushState, plan, plan_priority
+from ..priority import JobInfo, PriorityParams
 from ..sinks.base import JobGone, PushError
+from ..sources.base import SourceError
 from .config import Config
 from .cycle import CycleResult
 from .logs import get_logger
 
 DEFAULT_WEIGHT = 10000
+
+
+def job_from_info(j: JobInfo) -> Job:
+    return Job(job_id=j.job_id, user=j.user, account=j.account, partition=j.partition, qos=j.qos,
+               priority=j.priority, nice=j.nice, state=j.state, display_id=j.display_id,
+               site_factor=j.site_factor, fixed_priority=j.direct_set_prio)
 
 
 def algorithm_for(config: Config, snap: Snapshot) -> str:
@@ -67,6 +77,7 @@ class Runner:
         self.state_dir = Path(state_dir) if state_dir else None
         self.state = self._load_state()
         self.done = threading.Condition()
+        self._sacct = None  # usage.origin = accounting: the incremental sacct reader, kept across cycles
 
     # -- push state on disk ----------------------------------------------------------------------
 
@@ -85,17 +96,26 @@ class Runner:
             self.log.warning("push state unreadable, starting afresh", file=str(f), error=str(exc))
             return PushState(mode)
 
-    def _save_state(self) -> None:
+    def _save_state(self, state: PushState | None = None) -> bool:
         f = self.state_file
         if f is None:
-            return
+            return True
         tmp = f.with_suffix(".tmp")
         try:
             f.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(self.state.to_dict()))
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump((state or self.state).to_dict(), fh)
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(tmp, f)
+            return True
         except OSError as exc:
             self.log.error("cannot save push state", file=str(f), error=str(exc))
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            return False
 
     def _write_status(self) -> None:
         """last-cycle.json beside the push state: what `fairshared recompute --signal` waits on."""
@@ -145,8 +165,15 @@ class Runner:
                           source=getattr(self.source, "name", "?"), push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
         t0 = time.monotonic()
+        pinputs = None
         try:
-            snap = self.source.snapshot()
+            if cfg.push.mode == "priority":
+                pinputs = self._priority_inputs()
+                snap = replace(pinputs.snapshot, jobs=[job_from_info(j) for j in pinputs.jobs])
+            else:
+                snap = self.source.snapshot()
+            if cfg.usage.origin == "accounting":
+                snap = self._accounting_usage(snap)
             tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
         except InputError as exc:
             return self._fail(res, "pull_failed", f"inconsistent data: {exc}", t0, "pull")
@@ -163,11 +190,21 @@ class Runner:
                             priority_levels=cfg.algorithm.priority_levels,
                             zero_shares_best=cfg.algorithm.zero_shares_best)
             res.result = compute(tree, res.algorithm, params)
-            if cfg.push.mode != "off":
+            if cfg.push.mode == "priority":
+                params = PriorityParams.from_config(snap.config).with_weights({"fairshare": weight_for(cfg, snap)})
+                actions, new_state, unknown = plan_priority(
+                    pinputs.jobs, res.result, cluster=pinputs.cluster, params=params, now=int(time.time()),
+                    state=self.state, override_fixed=cfg.push.override_fixed)
+                res.actions = actions
+                if unknown:
+                    self.log.warning("pending jobs without a known association", count=len(unknown),
+                                     example=f"job {unknown[0].job_id} ({unknown[0].account}/{unknown[0].user})")
+            elif cfg.push.mode != "off":
                 current = {j.job_id: j.site_factor for j in snap.jobs if j.site_factor is not None}
                 actions, new_state, unknown = plan(snap.jobs, res.result, mode=cfg.push.mode,
                                                    weight=weight_for(cfg, snap), state=self.state,
-                                                   current_site_factor=current or None)
+                                                   current_site_factor=current or None,
+                                                   override_fixed=cfg.push.override_fixed)
                 res.actions = actions
                 if unknown:
                     self.log.warning("pending jobs without a known association", count=len(unknown),
@@ -179,7 +216,15 @@ class Runner:
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        if not cfg.push.dry_run and cfg.push.mode != "off":
+        if not cfg.push.dry_run and cfg.push.mode != "off" and res.actions:
+            # write ahead: a daemon killed half-way through the push must recognise, on restart,
+            # both the old and the new value as its own (never apply a contribution twice)
+            if not self._save_state(self.state.write_ahead(res.actions, new_state)) and cfg.push.mode != "site_factor":
+                res.outcome = "push_failed"
+                res.error = "cannot save the push state before pushing: pushed nothing"
+                res.push_errors = len(res.actions)
+                res.seconds["push"] = time.monotonic() - t0
+                return res
             failed: set[int] = set()
             for action in res.actions:
                 try:
@@ -224,6 +269,33 @@ class Runner:
         else:
             self.log.error("cycle", error=res.error, consecutive_failures=self.failures,
                            next_retry_seconds=self.retry_delay(), **fields)
+
+    def _priority_inputs(self):
+        read = getattr(self.source, "priority_inputs", None)
+        if read is None:
+            raise SourceError(f"push.mode 'priority' needs the job details only the command-line source reads "
+                              f"(source is {getattr(self.source, 'name', '?')})")
+        return read()
+
+    def _accounting_usage(self, snap: Snapshot) -> Snapshot:
+        """usage.origin = accounting: replace slurmctld's usage by the one from sacct (incremental)."""
+        if getattr(self.source, "run", None) is None:
+            raise SourceError("usage.origin 'accounting' needs the command-line source (sacct)")
+        from ..sources.sacct import load_accounting, new_sacct_reader
+        from ..usage import compute_usage
+
+        at = time.time()
+        if self._sacct is None:
+            self._sacct = new_sacct_reader(self.source)
+        _, policy, records, bad = load_accounting(self.source, snap.config, at, sacct=self._sacct)
+        model = self.config.usage.model
+        result = compute_usage(records, snap.associations, policy, at, [model])
+        bad = list(bad) + list(result.bad)
+        if bad:
+            self.log.warning("job records skipped", count=len(bad),
+                             example=f"job {bad[0].job_id}: {bad[0].reason}")
+        return replace(snap, associations=result.associations(snap.associations, model),
+                       source=f"{snap.source}; usage from sacct ({model} model)")
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""

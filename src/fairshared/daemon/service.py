@@ -43,7 +43,7 @@ def make_source_and_updater(config: Config, demo: bool):
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
         try:
-            import pyslurm  # noqa: F401
+            import pyslurm  # noqa: F401  (only: can it be imported?)
 
             have_pyslurm = True
         except Exception:
@@ -85,6 +85,12 @@ class Service:
         self.once = once
         self.log = get_logger()
         source, updater = make_source_and_updater(config, demo)
+        if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
+            raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
+                              f"{getattr(source, 'name', '?')}): it reads each job's factors with squeue and sprio")
+        if config.usage.origin == "accounting" and not hasattr(source, "run"):
+            raise SourceError(f"usage.origin 'accounting' needs the command-line source (source: "
+                              f"{getattr(source, 'name', '?')}): it reads the job records with sacct")
         if metrics is None:
             from ..sinks.metrics import Metrics
 

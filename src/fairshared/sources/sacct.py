@@ -38,7 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..usage import BadRecord, JobRecord, report_bad
+from ..model import InputError
+from ..usage import BadRecord, JobRecord, UsagePolicy, report_bad
 from .slurm_text import parse_config
 
 SACCT_FIELDS = ["JobIDRaw", "Account", "User", "Partition", "QOS", "Start", "End", "State", "AllocTRES"]
@@ -326,3 +327,28 @@ def sacct_env(base: dict[str, str] | None = None) -> dict[str, str]:
     env.update(SACCT_ENV)
     return env
 
+
+
+HALF_LIVES = 20.0  # records that ended more than this many half-lives ago change usage by < 2^-20
+
+
+def load_accounting(cli, config: dict, at: float, *, sacct: SacctJobs | None = None):
+    """Policy and job records for time ``at``: (config with extras, policy, records, bad records).
+
+    ``cli`` is a :class:`~fairshared.sources.slurm_cli.SlurmCli`; pass the same
+    ``sacct`` reader every time to fetch only what is new since the last call.
+    """
+    cfg = {**config, **usage_settings(cli.run)}
+    try:
+        policy = UsagePolicy.from_config(cfg)
+    except ValueError as exc:
+        raise InputError(f"cluster configuration: {exc}") from None
+    if sacct is None:
+        sacct = new_sacct_reader(cli)
+    records, bad = sacct.fetch(now=at, not_before=policy.not_before(at, HALF_LIVES))
+    return cfg, policy, records, bad
+
+
+def new_sacct_reader(cli) -> SacctJobs:
+    """An incremental sacct reader: a copy of ``cli`` (same class, timeout, Slurm binaries) with sacct's environment."""
+    return SacctJobs(run=type(cli)(timeout=cli.timeout, bin_dir=cli.bin_dir, env=sacct_env(cli.env)).run)

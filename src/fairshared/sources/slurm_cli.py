@@ -30,13 +30,11 @@ from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
 from .base import SourceError
 from .slurm_text import (
-    SPRIO_SITE_FORMAT,
     SQUEUE_FORMAT,
     AssocRecord,
     parse_assoc_mgr,
     parse_config,
     parse_sacctmgr_assoc,
-    parse_sprio_site,
     parse_squeue,
     priority_config,
     version_tuple,
@@ -102,12 +100,26 @@ class SlurmCli:
         return kind, order
 
     def pending_jobs(self) -> list[Job]:
-        """Pending jobs (squeue) with the SiteFactor slurmctld holds for each (sprio)."""
+        """Pending jobs (squeue) with the SiteFactor slurmctld holds for each and whether an
+        operator fixed its priority (both from sprio: see jobinfo_cli.parse_sprio_facts)."""
+        from .jobinfo_cli import SPRIO_FORMAT, parse_sprio_facts  # that module builds on this one
+
         jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         if not jobs:
             return jobs
-        site = parse_sprio_site(self.run(["sprio", "-h", "-o", SPRIO_SITE_FORMAT]))
-        return [replace(j, site_factor=site.get(j.job_id)) for j in jobs]
+        facts = parse_sprio_facts(self.run(["sprio", "-h", "-o", SPRIO_FORMAT]))
+        out = []
+        for j in jobs:
+            f = facts.get(j.job_id)
+            out.append(replace(j, site_factor=f.site_factor if f else None,
+                               fixed_priority=bool(f and f.direct_set_prio)))
+        return out
+
+    def priority_inputs(self):
+        """What push mode ``priority`` needs: tree, cluster, weights and pending jobs (jobinfo_cli)."""
+        from .jobinfo_cli import JobInfoCli
+
+        return JobInfoCli(self).read(jobs=True)
 
     # -- the whole picture ----------------------------------------------------------------------
 

@@ -246,22 +246,3 @@ def parse_squeue(text: str, where: str = "squeue") -> list[Job]:
                         partition=d["partition"], qos=d["qos"], priority=priority, nice=nice,
                         state=d["state"]))
     return jobs
-
-
-# --- sprio --------------------------------------------------------------------------------------
-
-SPRIO_SITE_FORMAT = f"%i{SEP}%S"
-
-
-def parse_sprio_site(text: str, where: str = "sprio") -> dict[int, int]:
-    """``sprio -h -o '%i<SEP>%S'``: job id → SiteFactor (held jobs are not listed by sprio)."""
-    out: dict[int, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(SEP)]
-        try:
-            out[int(parts[0])] = int(parts[1])
-        except (IndexError, ValueError):
-            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
-    return out
