@@ -37,7 +37,7 @@ LEVEL_BASED's 64-bit "Fairshare Raw" is deliberately *not* exported:
   ``fairshared_association_level_fs`` is each level's F_level (the bucket before
   truncation), and ``fairshared_association_fairshare`` / ``_rank`` are the order the raws give.
 
-The exact value stays available from ``fairshared show`` (FSRaw, ``%016X``) and its JSON output.
+The exact value stays available from ``fairshared compute`` (FSRaw, ``%016X``) and its JSON output.
 
 Per-job series: a cycle plans an update only for jobs whose value changes, so
 the actions of one cycle are a small, bursty subset of the queue.  The series
