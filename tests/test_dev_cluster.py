@@ -6,7 +6,10 @@ with CI=true that is a failure.
 
 from __future__ import annotations
 
+import time
 import uuid
+
+import pytest
 
 try:  # tests/ may or may not become a package
     from . import slurm_cluster as sc
@@ -18,6 +21,7 @@ CPUS = 1000
 SECONDS = 10
 
 
+@pytest.mark.slurm
 def test_job_usage_is_charged_to_association():
     info = sc.cluster_or_skip("fair_tree")
     assert info.conf.is_file()
@@ -36,9 +40,15 @@ def test_job_usage_is_charged_to_association():
         job = sc.submit(UNIX_USER, account, CPUS, SECONDS)
         sc.wait_jobs([job], timeout=60)
 
-        acct = sc.run(
-            ["sacct", "-n", "-P", "-X", "-j", str(job), "-o", "State,ElapsedRaw,AllocCPUS,User,Account"]
-        ).stdout.strip()
+        # slurmdbd learns of the job's end asynchronously: wait for the record to say so
+        deadline = time.monotonic() + 30
+        while True:
+            acct = sc.run(
+                ["sacct", "-n", "-P", "-X", "-j", str(job), "-o", "State,ElapsedRaw,AllocCPUS,User,Account"]
+            ).stdout.strip()
+            if acct.startswith("COMPLETED") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         state, elapsed, alloc, user, acct_name = acct.split("|")
         assert state == "COMPLETED", acct
         assert (user, acct_name, int(alloc)) == (UNIX_USER, account, CPUS)
