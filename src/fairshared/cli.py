@@ -14,6 +14,7 @@ from .inputs.sshare_dump import parse_sshare
 from .model import InputError, Snapshot
 from .output import FORMATS, write
 from .sources.slurm_cli import SlurmCli, SourceError
+from .commands import positive_float as _positive_float
 
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 1
@@ -149,14 +150,6 @@ def cmd_recompute(args: argparse.Namespace) -> int:
     return 0 if status.get("outcome") == "success" else 1
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0 or v != v or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
-    return v
 
 
 def _levels(text: str) -> int:

@@ -49,6 +49,7 @@ from ..priority import (
 )
 from ..sources.jobinfo_cli import JobInfoCli, PriorityInputs, parse_sshare_fairshare
 from ..sources.slurm_cli import SlurmCli
+from . import positive_float as _positive_float
 
 PRIORITY_INPUTS_VERSION = 1
 LABEL = {"age": "Age", "assoc": "Association", "fairshare": "Fair-share", "jobsize": "Job size",
@@ -60,14 +61,6 @@ IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "job
 # --- arguments ------------------------------------------------------------------------------------
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
-    return v
 
 
 def parse_at(text: str) -> str | float:

@@ -20,6 +20,7 @@ from ..model import Association, Snapshot
 from ..sources.sacct import load_accounting
 from ..sources.slurm_cli import SlurmCli
 from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy, UsageResult, compute_usage
+from . import positive_float as _positive_float
 
 FORMATS = ("table", "json")
 
@@ -48,14 +49,6 @@ def parse_at(text: str) -> float:
     return dt.timestamp()  # naive = local time
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
-    return v
 
 
 def register(subparsers) -> None:

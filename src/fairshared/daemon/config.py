@@ -97,6 +97,18 @@ class StateConfig(_Strict):
     """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state)."""
     pid_file: str | None = None
     """Written at start-up for `fairshared recompute --signal` (default: $RUNTIME_DIRECTORY/fairshared.pid)."""
+    audit_log: str | None = None
+    """Optional audit trail (default: none): after every cycle one JSON line is appended with
+    ``cycle``, ``started``/``finished`` (Unix time), ``outcome``, ``error``, ``algorithm``,
+    ``push_mode``, ``dry_run``, ``weight``; the snapshot behind it (null when the pull failed):
+    ``associations`` (count), ``digest`` (sha256 of the sorted association list),
+    ``assocs`` ([account, user, partition, parent, shares, usage, sibling order] each) and ``jobs``
+    ([job_id, user, account, partition, state, priority, nice, site_factor] each);
+    ``planned`` (how many updates were planned) and ``pushed`` (the updates Slurm accepted:
+    {job_id, field, old, new, contribution} each).  A line per cycle holds the whole tree:
+    meant for fault drills and audits, not for a big cluster's every cycle.  A write that
+    fails is logged and never fails the cycle; put it outside ``directory`` to keep it when
+    that disk is full."""
 
 
 class Config(_Strict):

@@ -23,7 +23,8 @@ class CycleResult:
     * ``snapshot`` and ``result`` are set once the stage that makes them succeeded.
     * ``actions``: the job updates planned this cycle (applied unless ``dry_run``);
       ``pushed`` counts the ones applied, ``push_errors`` the ones Slurm refused,
-      ``jobs_gone`` the ones whose job ended meanwhile (not an error).
+      ``jobs_gone`` the ones whose job ended meanwhile (not an error); ``applied`` lists
+      the accepted ones.
     * ``seconds``: wall time per stage (keys from :data:`STAGES`).
     """
 
@@ -41,6 +42,7 @@ class CycleResult:
     pushed: int = 0
     push_errors: int = 0
     jobs_gone: int = 0
+    applied: list[PushAction] = field(default_factory=list)  # the actions Slurm accepted
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property

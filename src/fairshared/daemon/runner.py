@@ -12,6 +12,7 @@ and :mod:`fairshared.plan`, every Slurm call in a source or sink.  The rules:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -154,6 +155,7 @@ class Runner:
                     self.log.error("publishing metrics failed", error=repr(exc))
             res.seconds["publish"] = time.monotonic() - t0
             self._log(res, reason)
+            self._audit(res)
             self._write_status()
         with self.done:
             self.done.notify_all()
@@ -230,6 +232,7 @@ class Runner:
                 try:
                     self.updater.apply(action)
                     res.pushed += 1
+                    res.applied.append(action)
                 except JobGone:
                     res.jobs_gone += 1
                     failed.add(action.job_id)
@@ -269,6 +272,35 @@ class Runner:
         else:
             self.log.error("cycle", error=res.error, consecutive_failures=self.failures,
                            next_retry_seconds=self.retry_delay(), **fields)
+
+    def _audit(self, res: CycleResult) -> None:
+        """state.audit_log: append one JSON line for this cycle (see StateConfig.audit_log)."""
+        path = self.config.state.audit_log
+        if not path:
+            return
+        snap = res.snapshot
+        rec: dict = {"cycle": res.number, "started": res.started, "finished": time.time(),
+                     "outcome": res.outcome, "error": res.error, "algorithm": res.algorithm,
+                     "push_mode": res.push_mode, "dry_run": res.dry_run,
+                     "weight": None, "associations": None, "digest": None, "assocs": None, "jobs": None}
+        try:
+            if snap is not None:
+                assocs = sorted(([a.account, a.user, a.partition, a.parent_account, a.shares,
+                                  a.usage, a.order] for a in snap.associations),
+                                key=lambda r: (r[0], r[1] or "", r[2] or ""))
+                rec.update(weight=weight_for(self.config, snap), associations=len(assocs),
+                           digest=hashlib.sha256(json.dumps(assocs).encode()).hexdigest(), assocs=assocs,
+                           jobs=[[j.job_id, j.user, j.account, j.partition, j.state, j.priority, j.nice,
+                                  j.site_factor] for j in snap.jobs])
+            rec["planned"] = len(res.actions)
+            rec["pushed"] = [{"job_id": a.job_id, "field": a.field, "old": a.old, "new": a.new,
+                              "contribution": a.contribution} for a in res.applied]
+            line = json.dumps(rec, default=str) + "\n"
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+        except Exception as exc:  # the audit trail must never stop a cycle
+            self.log.error("cannot write the audit log", file=str(path), error=str(exc))
 
     def _priority_inputs(self):
         read = getattr(self.source, "priority_inputs", None)

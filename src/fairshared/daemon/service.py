@@ -11,6 +11,7 @@ signals and pings the systemd watchdog:
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
@@ -43,8 +44,7 @@ def make_source_and_updater(config: Config, demo: bool):
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
         try:
-            import pyslurm  # noqa: F401  (only: can it be imported?)
-
+            importlib.import_module("pyslurm")  # can it be loaded (its libslurm too)?
             have_pyslurm = True
         except Exception:
             have_pyslurm = False
