@@ -115,7 +115,10 @@ def check_usage(value: object, where: str, *, allow_none: bool = False) -> float
             raise InputError(f"usage {value!r} is not a number", where) from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"usage {value!r} is not a number", where)
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond a double's range
+        raise InputError(f"usage {value} is out of range", where) from None
     if math.isnan(value) or math.isinf(value):
         raise InputError(f"usage {value} is not a finite number", where)
     if value < 0:

@@ -563,7 +563,8 @@ def compute_usage(records: Sequence[JobRecord], associations: Sequence[Associati
     """Raw usage per association at time ``at`` for each model.
 
     Records with an end before their start, an association not in the tree,
-    or negative/non-finite billed TRES are skipped and reported
+    negative/non-finite billed TRES, or times so absurd that their usage is not a
+    finite number are skipped and reported
     (``UsageResult.bad``, and a warning each); they never stop the computation.
     """
     models = list(models)
@@ -613,20 +614,27 @@ def compute_usage(records: Sequence[JobRecord], associations: Sequence[Associati
              lambda i, name=name: f"TRES {name}={records[i].tres.get(name)!r} is negative or not a number")
     flag(aidx < 0,
          lambda i: "unknown association " + "/".join(str(x) for x in records[i].assoc if x is not None))
-    bad = [BadRecord(records[i].job_id, reasons[i]) for i in sorted(reasons)]
     ok = ~bad_mask
     weight = np.where(ok, bill * qf, 0.0)
+    per_jobs: dict[str, np.ndarray] = {}
+    cutoffs: dict[str, float | None] = {}
+    with np.errstate(all="ignore"):  # absurd times overflow; such records are caught just below
+        for model in models:
+            cutoff = policy.reset_cutoff(at, model)
+            cutoffs[model] = cutoff
+            if model == "slurm":
+                per_jobs[model] = slurm_job_usage(start, end, weight, at, policy, cutoff)
+            else:
+                per_jobs[model] = exact_job_usage(start, end, weight, at, policy.half_life, cutoff)
+    for model in models:  # e.g. a start 10^38 s ago: one such record must not make its whole branch NaN
+        flag(~np.isfinite(per_jobs[model]),
+             lambda i: f"its usage is not a finite number (start {records[i].start!r}, end {records[i].end!r})")
+    bad = [BadRecord(records[i].job_id, reasons[i]) for i in sorted(reasons)]
+    ok = ~bad_mask
     leaf = np.where(ok, aidx, 0)
     usage: dict[str, np.ndarray] = {}
-    cutoffs: dict[str, float | None] = {}
     for model in models:
-        cutoff = policy.reset_cutoff(at, model)
-        cutoffs[model] = cutoff
-        if model == "slurm":
-            per_job = slurm_job_usage(start, end, weight, at, policy, cutoff)
-        else:
-            per_job = exact_job_usage(start, end, weight, at, policy.half_life, cutoff)
-        own = np.bincount(leaf, weights=np.where(ok, per_job, 0.0), minlength=len(associations))
+        own = np.bincount(leaf, weights=np.where(ok, per_jobs[model], 0.0), minlength=len(associations))
         usage[model] = charge_tree(associations, own)
     return UsageResult(at=at, keys=[a.key for a in associations], usage=usage, bad=bad, records=n,
                        charged=int(ok.sum()), cutoff=cutoffs)

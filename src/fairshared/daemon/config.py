@@ -136,9 +136,15 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, p
 
 
+def _loc_part(x: object) -> str:
+    # a key as written, unless it could hide or blur the location (empty, a line break, '.', ':', space)
+    s = str(x)
+    return s if s and s.isprintable() and not any(c in s for c in ".: ") else repr(s)
+
+
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(x) for x in err["loc"])
+    loc = ".".join(_loc_part(x) for x in err["loc"])
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
@@ -160,6 +166,10 @@ def load_config(path: str | Path | None) -> Config:
         raise InputError(f"is not UTF-8 text ({exc.reason})", str(p)) from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"is not valid TOML: {exc}", str(p)) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise InputError(f"is not valid TOML: {exc}", str(p)) from None
+    except RecursionError:
+        raise InputError("is not valid TOML: arrays or tables nested too deeply", str(p)) from None
     return config_from_dict(data, str(p))
 
 

@@ -132,6 +132,10 @@ def build_tree(associations: list[Association]) -> Tree:
         if not (type(us) is float and 0.0 <= us < math.inf) and not (us is None and a.user is None):
             check_usage(us, a.label(), allow_none=a.user is None)
         if a.user is None:
+            if a.partition is not None:
+                raise InputError("an account association cannot have a partition (only users' can)", a.label())
+            if a.account in accounts:
+                raise InputError("duplicate account", a.label())
             accounts[a.account] = a
             if a.parent is None:
                 roots.append(a)

@@ -51,9 +51,36 @@ def load_snapshot(fh: TextIO, name: str = "<snapshot>") -> Snapshot:
         doc = json.load(fh, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"is not valid JSON: {exc.msg}", f"{name}:{exc.lineno}") from None
-    except ValueError as exc:  # NaN / Infinity
+    except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
         raise InputError(f"is not valid JSON: {exc}", name) from None
+    except RecursionError:
+        raise InputError("is not valid JSON: arrays or objects nested too deeply", name) from None
     return snapshot_from_dict(doc, name)
+
+
+def _text(value: object) -> bool:
+    """A string that is real Unicode text (JSON's escapes can spell lone surrogates, which cannot be printed)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_config(config: dict, name: str) -> None:
+    """The keys ``compute`` reads: priority_flags, dampening, priority_levels (see the module docs)."""
+    flags = config.get("priority_flags")
+    if flags is not None and (not isinstance(flags, list) or not all(_text(f) for f in flags)):
+        raise InputError(f"config.priority_flags {flags!r} is not a list of flag names", name)
+    damp = config.get("dampening")
+    if damp is not None and (isinstance(damp, bool) or not isinstance(damp, (int, float))
+                             or not 0 < damp < math.inf or damp > 1e300):  # (an int beyond a double too)
+        raise InputError(f"config.dampening {damp!r} is not a finite number > 0", name)
+    levels = config.get("priority_levels")
+    if levels is not None and (isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 16):
+        raise InputError(f"config.priority_levels {levels!r} is not an integer in 1..16", name)
 
 
 def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
@@ -70,6 +97,7 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise InputError("config is not an object", name)
+    _check_config(config, name)
     rows = doc.get("associations")
     if not isinstance(rows, list):
         raise InputError("has no 'associations' list", name)
@@ -82,19 +110,23 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
             raise InputError("is not an object", where)
         unknown = set(row) - {"account", "user", "parent", "partition", "shares", "usage", "order"}
         if unknown:
-            raise InputError(f"has unknown key(s) {', '.join(sorted(unknown))}", where)
+            names = (k if k and k.isprintable() else repr(k) for k in sorted(unknown))  # one line, always
+            raise InputError(f"has unknown key(s) {', '.join(names)}", where)
         account = row.get("account")
-        if not isinstance(account, str) or not account:
+        if not _text(account) or not account:
             raise InputError(f"account {account!r} is not a non-empty string", where)
         user = row.get("user")
-        if user is not None and (not isinstance(user, str) or not user):
+        if user is not None and (not _text(user) or not user):
             raise InputError(f"user {user!r} is not a non-empty string or null", where)
         parent = row.get("parent")
-        if parent is not None and not isinstance(parent, str):
+        if parent is not None and not _text(parent):
             raise InputError(f"parent {parent!r} is not a string or null", where)
         partition = row.get("partition")
-        if partition is not None and not isinstance(partition, str):
+        if partition is not None and not _text(partition):
             raise InputError(f"partition {partition!r} is not a string or null", where)
+        if user is None and partition is not None:  # Slurm's account associations have none
+            raise InputError(f"account {account!r} has partition {partition!r}; only user associations have one",
+                             where)
         if user is not None and parent not in (None, account):
             raise InputError(f"user {user!r} has parent {parent!r}; a user's parent is its account {account!r}", where)
         label = f"{where} ({account}{'/' + user if user else ''})"
@@ -105,7 +137,8 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
             raise InputError(f"order {order!r} is not an integer or string", where)
         out.append(Association(account, user, parent if user is None else account, shares, usage, partition, order))
     taken = doc.get("taken_at")
-    if taken is not None and (not isinstance(taken, (int, float)) or isinstance(taken, bool) or not math.isfinite(taken)):
+    if taken is not None and (not isinstance(taken, (int, float)) or isinstance(taken, bool)
+                              or not -math.inf < taken < math.inf):  # (isfinite overflows on a huge int)
         raise InputError(f"taken_at {taken!r} is not a number", name)
     return Snapshot(
         associations=out,

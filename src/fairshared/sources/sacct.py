@@ -79,6 +79,8 @@ def parse_tres(text: str) -> dict[str, float]:
         if unit:
             base = 2 if name.split("/", 1)[0] in ("mem", "bb") else 0
             v *= 1024.0 ** (_UNIT_POW[unit] - base)
+            if not math.isfinite(v):
+                raise ValueError(f"TRES {item!r} is out of range")
         if v < 0:
             raise ValueError(f"negative TRES {item!r}")
         out[name] = v
@@ -93,6 +95,14 @@ class SacctRows:
     bad: list[BadRecord] = field(default_factory=list)
     running: set = field(default_factory=set)  # job ids with no end yet
     not_started: int = 0  # pending / cancelled before start: no usage
+
+
+def _job_id(text: str) -> int | str:
+    """JobIDRaw as an int when it is a plain (ASCII, not absurdly long) number, else the text itself."""
+    t = text.strip()
+    if t.isascii() and t.isdigit() and len(t) <= 20:
+        return int(t)
+    return t
 
 
 def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: str = "sacct") -> SacctRows:
@@ -117,10 +127,10 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
             bad.append(BadRecord(jid, f"{where}: line {lineno} has {len(parts)} fields, expected {n}"))
             continue
         jid_s, account, user, part, qos, start_s, end_s, _state, tres_s = parts
-        jid = int(jid_s) if jid_s.isdigit() else jid_s.strip()
+        jid = _job_id(jid_s)
         try:
             start = float(int(start_s))
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: digits beyond a double's range
             if start_s.strip().lower() in _NOT_A_TIME:
                 out.not_started += 1
                 continue
@@ -128,7 +138,7 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
             continue
         try:
             end = float(int(end_s))
-        except ValueError:
+        except (ValueError, OverflowError):
             if end_s.strip().lower() not in _NOT_A_TIME:
                 bad.append(BadRecord(jid, f"unreadable End {end_s!r}"))
                 continue
