@@ -1,0 +1,44 @@
+"""The command-line pusher against the real cluster: batched scontrol updates, per-job results."""
+
+from __future__ import annotations
+
+import pytest
+
+import slurm_cluster as sc
+from fairshared.sinks.base import JobGone, PushAction
+from fairshared.sinks.push_cli import CliUpdater
+
+pytestmark = pytest.mark.slurm
+
+USER, ACCOUNT = "fspush1", "fspusha"
+
+
+@pytest.fixture
+def pending(slurm):
+    sc.ensure_cluster("fair_tree")
+    sc.add_unix_user(USER)
+    sc.sacctmgr("add", "account", f"name={ACCOUNT}", "parent=root", "fairshare=1", f"cluster={sc.CLUSTER_NAME}")
+    sc.sacctmgr("add", "user", f"name={USER}", f"account={ACCOUNT}", f"cluster={sc.CLUSTER_NAME}")
+    # pending and not held: they may start only in an hour
+    jobs = [sc.submit(USER, ACCOUNT, 1, 30, extra=("--begin=now+3600",)) for _ in range(5)]
+    yield jobs
+    sc.run(["scancel", *map(str, jobs)], check=False)
+    sc.sacctmgr("delete", "user", f"name={USER}", f"account={ACCOUNT}", check=False)
+    sc.sacctmgr("delete", "account", f"name={ACCOUNT}", check=False)
+
+
+def held_values():
+    out = sc.run(["squeue", "-h", "-t", "PD", "-o", "%i|%y"]).stdout
+    return {int(i): int(n) for i, n in (ln.split("|") for ln in out.split() if ln)}
+
+
+def test_apply_many_batches_and_reports_each_job(pending):
+    gone = max(pending) + 100000  # no such job
+    a, b, c, d, e = pending
+    actions = [PushAction(a, "nice", 7), PushAction(b, "nice", 7), PushAction(gone, "nice", 7),
+               PushAction(c, "nice", 9), PushAction(d, "nice", 9), PushAction(e, "nice", 11)]
+    upd = CliUpdater(env=dict(sc.cluster_env()))
+    results = upd.apply_many(actions)
+    assert [type(r) for r in results] == [type(None), type(None), JobGone, type(None), type(None), type(None)]
+    nice = held_values()
+    assert [nice[j] for j in pending] == [7, 7, 9, 9, 11]
