@@ -20,7 +20,10 @@ in nice mode a job whose nice still equals what we wrote keeps its recorded
 base, while a job whose nice changed (its owner ran ``scontrol update nice=``)
 takes the new value as its base.  Before a push the state is saved with both
 the old and the new value as ours (``alt``), so a daemon killed half-way
-through a push recognises either value on restart.
+through a push recognises either value on restart.  In nice and priority modes
+both stay ours after the push too (until the next one): an update that timed out
+may still be carried out later, and a slurmctld killed before saving its state
+comes back with the old value.
 """
 
 from __future__ import annotations
@@ -70,7 +73,10 @@ class PushState:
         for a in actions:
             prev = self.jobs.get(a.job_id)
             st = new.jobs[a.job_id]
-            jobs[a.job_id] = JobState(st.value, st.base, prev.value if prev else a.old)
+            # the value Slurm holds when it is ours (also after a failed push, whose new value we
+            # already remember), else the one we last wrote
+            ours_now = prev is not None and a.old is not None and prev.ours(a.old)
+            jobs[a.job_id] = JobState(st.value, st.base, a.old if ours_now else (prev.value if prev else a.old))
         return PushState(self.mode, jobs)
 
     @classmethod
@@ -156,7 +162,8 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
             base = prev.base if prev is not None and prev.ours(job.nice) else job.nice
             new = clamp(base - c)
             old = job.nice
-            new_state.jobs[job.job_id] = JobState(new, base)
+            keep = prev.alt if prev is not None and prev.ours(job.nice) else None  # our value before, still ours
+            new_state.jobs[job.job_id] = JobState(new, base, keep)
         else:
             raise ValueError(f"unknown push mode {mode!r}")
         if new != old:
@@ -203,7 +210,7 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
         nice = prev.base if ours and job.nice == 0 else job.nice
         rows = job_priority(replace(job, direct_set_prio=False, nice=nice), f, cluster, params, now)
         new = max(1, min(PRIORITY_MAX_PUSH, int(rows[0].priority)))
-        new_state.jobs[job.job_id] = JobState(new, nice)
+        new_state.jobs[job.job_id] = JobState(new, nice, prev.alt if ours else None)
         if new != job.priority:
             actions.append(PushAction(job_id=job.job_id, field="priority", new=new, old=job.priority,
                                       contribution=contribution(params.weight_fairshare, f),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
 import time
@@ -40,6 +41,28 @@ def job_from_info(j: JobInfo) -> Job:
                site_factor=j.site_factor, fixed_priority=j.direct_set_prio)
 
 
+def check_snapshot_shape(snap) -> None:
+    """What a source hands over must have the documented shape, or the cycle fails (never a crash)."""
+    if not isinstance(snap, Snapshot):
+        raise InputError(f"the source returned {type(snap).__name__}, not a snapshot")
+    if not isinstance(snap.config, dict):
+        raise InputError("the snapshot's cluster configuration is not a mapping")
+    if not isinstance(snap.jobs, list) or not isinstance(snap.associations, list):
+        raise InputError("the snapshot's associations or jobs are not lists")
+    for j in snap.jobs:
+        if not isinstance(j, Job) or type(j.job_id) is not int or j.job_id <= 0:
+            raise InputError(f"a pending job without a positive integer job id: {j!r:.80}")
+
+
+def accounting_cli(source):
+    """The command-line reader usage.origin = accounting needs (settings; sacct unless pyslurm reads jobs)."""
+    cli = source if hasattr(source, "run") else getattr(source, "cli", None)
+    if cli is None:
+        raise SourceError(f"usage.origin 'accounting' needs Slurm's command-line tools "
+                          f"(source: {getattr(source, 'name', '?')})")
+    return cli
+
+
 def algorithm_for(config: Config, snap: Snapshot) -> str:
     if config.algorithm.name:
         return config.algorithm.name
@@ -56,8 +79,12 @@ def weight_for(config: Config, snap: Snapshot) -> int:
 def period_for(config: Config, snap_config: dict | None) -> float:
     if config.schedule.period:
         return float(config.schedule.period)
-    cp = (snap_config or {}).get("calc_period_seconds")
-    return float(cp) if cp else 300.0
+    cp = snap_config.get("calc_period_seconds") if isinstance(snap_config, dict) else None
+    try:
+        cp = float(cp) if cp else 300.0
+    except (TypeError, ValueError):
+        return 300.0
+    return cp if 0 < cp < math.inf else 300.0
 
 
 class Runner:
@@ -174,6 +201,7 @@ class Runner:
                 snap = replace(pinputs.snapshot, jobs=[job_from_info(j) for j in pinputs.jobs])
             else:
                 snap = self.source.snapshot()
+            check_snapshot_shape(snap)
             if cfg.usage.origin == "accounting":
                 snap = self._accounting_usage(snap)
             tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
@@ -221,29 +249,38 @@ class Runner:
         if not cfg.push.dry_run and cfg.push.mode != "off" and res.actions:
             # write ahead: a daemon killed half-way through the push must recognise, on restart,
             # both the old and the new value as its own (never apply a contribution twice)
-            if not self._save_state(self.state.write_ahead(res.actions, new_state)) and cfg.push.mode != "site_factor":
+            ahead = self.state.write_ahead(res.actions, new_state)
+            if not self._save_state(ahead) and cfg.push.mode != "site_factor":
                 res.outcome = "push_failed"
                 res.error = "cannot save the push state before pushing: pushed nothing"
                 res.push_errors = len(res.actions)
                 res.seconds["push"] = time.monotonic() - t0
                 return res
             failed: set[int] = set()
-            for action in res.actions:
-                try:
-                    self.updater.apply(action)
+            for action, err in zip(res.actions, self._apply(res.actions)):
+                if err is None:
                     res.pushed += 1
                     res.applied.append(action)
-                except JobGone:
+                elif isinstance(err, JobGone):
                     res.jobs_gone += 1
                     failed.add(action.job_id)
-                except PushError as exc:
+                else:
                     res.push_errors += 1
                     failed.add(action.job_id)
-                    self.log.error("push refused", job_id=action.job_id, error=str(exc))
-            for jid in failed:  # forget what did not land: next cycle sees Slurm's real value
-                new_state.jobs.pop(jid, None)
-                if jid in self.state.jobs:
-                    new_state.jobs[jid] = self.state.jobs[jid]
+                    self.log.error("push refused", job_id=action.job_id, error=str(err))
+            if cfg.push.mode != "site_factor":
+                # nice/priority: the old and the new value both stay ours, whether the update landed
+                # or not.  A failed update may still land (a `scontrol update` that timed out is carried
+                # out once slurmctld answers again), and an applied one may be undone (a slurmctld killed
+                # before saving its state comes back with the old value): taking either for the owner's
+                # would apply the contribution twice.
+                for a in res.actions:
+                    new_state.jobs[a.job_id] = ahead.jobs[a.job_id]
+            else:
+                for jid in failed:  # SiteFactor is absolute: forget what did not land, read Slurm's value
+                    new_state.jobs.pop(jid, None)
+                    if jid in self.state.jobs:
+                        new_state.jobs[jid] = self.state.jobs[jid]
             self.state = new_state
             self._save_state()
             if res.push_errors:
@@ -302,6 +339,20 @@ class Runner:
         except Exception as exc:  # the audit trail must never stop a cycle
             self.log.error("cannot write the audit log", file=str(path), error=str(exc))
 
+    def _apply(self, actions) -> list:
+        """One result per action (None, JobGone or PushError); batched when the updater can."""
+        many = getattr(self.updater, "apply_many", None)
+        if many is not None:
+            return many(actions)
+        out = []
+        for a in actions:
+            try:
+                self.updater.apply(a)
+                out.append(None)
+            except (JobGone, PushError) as exc:
+                out.append(exc)
+        return out
+
     def _priority_inputs(self):
         read = getattr(self.source, "priority_inputs", None)
         if read is None:
@@ -311,15 +362,15 @@ class Runner:
 
     def _accounting_usage(self, snap: Snapshot) -> Snapshot:
         """usage.origin = accounting: replace slurmctld's usage by the one from sacct (incremental)."""
-        if getattr(self.source, "run", None) is None:
-            raise SourceError("usage.origin 'accounting' needs the command-line source (sacct)")
+        cli = accounting_cli(self.source)
         from ..sources.sacct import load_accounting, new_sacct_reader
         from ..usage import compute_usage
 
         at = time.time()
-        if self._sacct is None:
-            self._sacct = new_sacct_reader(self.source)
-        _, policy, records, bad = load_accounting(self.source, snap.config, at, sacct=self._sacct)
+        if self._sacct is None:  # sacct, or pyslurm.db.Jobs with the pyslurm source
+            make = getattr(self.source, "job_records_reader", None)
+            self._sacct = make() if make is not None else new_sacct_reader(cli)
+        _, policy, records, bad = load_accounting(cli, snap.config, at, sacct=self._sacct)
         model = self.config.usage.model
         result = compute_usage(records, snap.associations, policy, at, [model])
         bad = list(bad) + list(result.bad)
@@ -334,7 +385,8 @@ class Runner:
         base = period_for(self.config, self.cluster_config)
         if self.failures <= 1:
             return base
-        return min(self.config.schedule.max_backoff, base * 2 ** (self.failures - 1))
+        # the exponent is capped before it is used: a week of failures must not overflow a float
+        return min(self.config.schedule.max_backoff, base * 2 ** min(self.failures - 1, 40))
 
     def status(self) -> dict:
         r = self.last

@@ -88,9 +88,9 @@ class Service:
         if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
             raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
                               f"{getattr(source, 'name', '?')}): it reads each job's factors with squeue and sprio")
-        if config.usage.origin == "accounting" and not hasattr(source, "run"):
-            raise SourceError(f"usage.origin 'accounting' needs the command-line source (source: "
-                              f"{getattr(source, 'name', '?')}): it reads the job records with sacct")
+        if config.usage.origin == "accounting" and not (hasattr(source, "run") or hasattr(source, "cli")):
+            raise SourceError(f"usage.origin 'accounting' needs Slurm's job records (source: "
+                              f"{getattr(source, 'name', '?')})")
         if metrics is None:
             from ..sinks.metrics import Metrics
 
@@ -215,7 +215,8 @@ class Service:
         self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self.period = period_for(self.config, None) if self.config.schedule.period else 300.0
         self.scheduler.add_job(self._run_cycle, "interval", seconds=self.period, id="cycle",
-                               next_run_time=datetime.now(), misfire_grace_time=int(self.period))
+                               next_run_time=datetime.now(),
+                               misfire_grace_time=max(1, int(-(-self.period // 1))))  # APScheduler: an int >= 1
         self.scheduler.start()
         self.log.info("started", version=__version__, listen=f"{host}:{self.http.server_address[1]}",
                       source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,

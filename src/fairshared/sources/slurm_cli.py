@@ -24,6 +24,7 @@ import io
 import os
 import subprocess
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 
 from ..inputs.sshare_dump import parse_sshare
@@ -48,7 +49,8 @@ class SlurmCli:
     timeout: float = 60.0
     bin_dir: str | None = None
     env: dict[str, str] | None = None
-    calls: list[tuple[str, float]] = field(default_factory=list, repr=False)  # (command, seconds)
+    # (command, seconds) of the last commands run; bounded: a daemon runs them forever
+    calls: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=1000), repr=False)
 
     name = "cli"
 
