@@ -502,3 +502,29 @@ def test_out_of_range_values_are_refused_before_pyslurm(pyslurm, backend, jobs):
     with pytest.raises(PushError, match="cannot push field"):
         up.apply(PushAction(job_id=201, field="qos", new=1))
     assert backend.update_log == []
+
+
+def test_accounting_usage_reads_jobs_through_pyslurm_db_jobs(pyslurm):
+    # usage.origin = accounting with the pyslurm source: records from pyslurm.db.Jobs, the QOS
+    # UsageFactor (which pyslurm's QOS objects lack) from sacctmgr through the command-line reader
+    calls = []
+
+    class Cli:
+        def run(self, argv):
+            calls.append(argv)
+            return "normal|1.000000\nhalf|0.500000\n"
+
+    class Usage:
+        cli = Cli()
+
+        def __call__(self):
+            return dict(USAGE)
+
+    src = source(usage=Usage())
+    reader = src.job_records_reader()
+    assert reader.pyslurm is pyslurm and src.cli is Usage.cli
+    assert reader.qos_factors() == {"normal": 1.0, "half": 0.5}
+    assert calls == [["sacctmgr", "-nP", "show", "qos", "format=name,usagefactor"]]
+    from fairshared.daemon.runner import accounting_cli
+
+    assert accounting_cli(src) is Usage.cli

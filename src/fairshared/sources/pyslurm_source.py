@@ -225,6 +225,29 @@ class PyslurmSource:
         self.pyslurm = import_pyslurm()
         self.usage = usage if usage is not None else AssocMgrUsage(timeout=timeout, bin_dir=bin_dir)
         self.cluster = cluster
+        self.timeout = timeout
+        self.bin_dir = bin_dir
+
+    @property
+    def cli(self):
+        """The command-line reader for what pyslurm 25.11 cannot read (usage settings, QOS UsageFactor)."""
+        cli = getattr(self.usage, "cli", None)
+        if cli is None:
+            from .slurm_cli import SlurmCli
+
+            cli = SlurmCli(timeout=self.timeout, bin_dir=self.bin_dir)
+        return cli
+
+    def job_records_reader(self):
+        """usage.origin = accounting: job records through ``pyslurm.db.Jobs``, fetched incrementally.
+
+        pyslurm's QOS objects carry no UsageFactor, so those come from sacctmgr.
+        """
+        from .pyslurm_jobs import PyslurmJobs
+        from .sacct import SacctJobs
+
+        return PyslurmJobs(qos_factors=SacctJobs(run=self.cli.run).qos_usage_factors, pyslurm=self.pyslurm,
+                           cluster=self.cluster)
 
     # -- individual reads -------------------------------------------------------------------------
 
