@@ -311,6 +311,19 @@ def wait_jobs(job_ids: Iterable[int], timeout: float = 120.0) -> None:
         time.sleep(0.5)
 
 
+def wait_running(job_id: int, timeout: float = 60.0) -> None:
+    """Wait until job_id runs: a node filler must hold the node before the jobs meant to pend
+    are submitted, or the scheduler may start them first (ours push them above the filler)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = run(["squeue", "-h", "-j", str(int(job_id)), "-o", "%T"], check=False).stdout.strip()
+        if state == "RUNNING":
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} not running after {timeout:.0f}s (state {state or 'gone'!r})")
+        time.sleep(0.5)
+
+
 def wait_quiet(timeout: float = 120.0) -> None:
     """Wait until squeue shows no pending, running or completing jobs."""
     deadline = time.monotonic() + timeout

@@ -69,6 +69,7 @@ def queue(slurm, tmp_path_factory):
     sc.wait_jobs(jobs, 300)
     sc.restart_ctld()
     filler = sc.submit("dmfiller", "dmfill", 4096, 600)
+    sc.wait_running(filler)
     pending = {}
     for u, a, _ in members[:4]:
         pending[u] = sc.submit(u, a, 16, 30)
