@@ -1,0 +1,461 @@
+"""One full daemon cycle against a real Slurm 22.05 cluster: 10,000 associations, 5,000 pending jobs.
+
+Brings up a private instance of the dev cluster (deploy/dev-cluster/up with its own
+directory, cluster name and ports, so the default instance other tests use is never
+touched), builds the association tree with batched ``sacctmgr`` calls, submits the
+pending jobs (to partitions set DOWN, so they stay PENDING with a normal, non-zero
+priority), then runs the daemon's own Runner (command-line source, ``scontrol``
+updater, metrics with a private registry, push state in a temporary directory) in
+``site_factor`` mode:
+
+* cycle 1 pushes a SiteFactor to every pending job (that push is part of the measure);
+* cycle 2 has unchanged inputs and should push nothing.
+
+It prints each cycle's seconds per stage (pull, compute, push, publish), the pull's
+Slurm commands, the wall time of ``sshare -a -l -P`` on the same cluster (best of 3)
+and the ratio (pull + compute) / sshare measured in the same run, as a table and as
+one JSON line (last line of stdout).
+
+Targets (issue): <= 30 s per cycle, and pull + compute <= 2 x sshare.
+Measured on the 2-core dev VM (shared; figures move by ~30% with the neighbours' load):
+cycle 1 6.1 s, of it the push 4.1 s (jobs that get the same value share one
+`scontrol update JobId=a,b,...`; with one call per job it was 18-34 s, 3.7-6 ms a job);
+pull + compute 1.9-3.7 s = 1.6-2.4 x sshare (1.1-1.5 s); cycle 2 1.8-2.6 s, nothing pushed.
+The whole run takes ~3.5 min, most of it building the associations in slurmdbd.
+
+    python benchmarks/cycle_slurm.py                # 10,000 associations, 5,000 jobs
+    python benchmarks/cycle_slurm.py --quick        # 1,000 associations, 500 jobs
+    python benchmarks/cycle_slurm.py --keep         # leave the instance (and its users) up
+    python benchmarks/cycle_slurm.py --reuse --keep # measure again on a kept instance
+
+Needs root (the cluster, ``useradd``, ``sbatch --uid``).  The instance is set by
+FAIRSHARED_CLUSTER_DIR / _NAME / _SLURMCTLD_PORT / _SLURMD_PORT / _SLURMDBD_PORT /
+_MARIADB_PORT when they are set, else by the defaults below (/var/tmp/fs-bench,
+fsbench, 6917-6919, 3407); it refuses the default instance's directory and ports.
+Without --reuse an existing instance in that directory is purged first; at the end
+it is torn down (``down --purge``) and the Unix users it created are removed, unless
+--keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pwd
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from prometheus_client import CollectorRegistry  # noqa: E402
+
+from fairshared import __version__  # noqa: E402
+from fairshared.daemon.config import config_from_dict  # noqa: E402
+from fairshared.daemon.logs import configure as configure_logs  # noqa: E402
+from fairshared.daemon.runner import Runner  # noqa: E402
+from fairshared.daemon.service import make_source_and_updater  # noqa: E402
+from fairshared.sinks.metrics import Metrics  # noqa: E402
+from slurm_cluster import add_unix_user  # noqa: E402
+
+SCRIPTS = ROOT / "deploy" / "dev-cluster"
+
+# This benchmark's own instance (never the default one: /var/tmp/fairshared-cluster, 6817-6819, 3307).
+INSTANCE_DEFAULTS = {
+    "FAIRSHARED_CLUSTER_DIR": "/var/tmp/fs-bench",
+    "FAIRSHARED_CLUSTER_NAME": "fsbench",
+    "FAIRSHARED_SLURMCTLD_PORT": "6917",
+    "FAIRSHARED_SLURMD_PORT": "6918",
+    "FAIRSHARED_SLURMDBD_PORT": "6919",
+    "FAIRSHARED_MARIADB_PORT": "3407",
+}
+FORBIDDEN = {"FAIRSHARED_CLUSTER_DIR": "/var/tmp/fairshared-cluster", "FAIRSHARED_SLURMCTLD_PORT": "6817",
+             "FAIRSHARED_SLURMD_PORT": "6818", "FAIRSHARED_SLURMDBD_PORT": "6819",
+             "FAIRSHARED_MARIADB_PORT": "3307"}
+
+# Slurm client variables that would change what the commands print (as tests/slurm_cluster.py strips them)
+SLURM_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SALLOC_", "SRUN_", "SQUEUE_", "SINFO_", "SACCT_", "SACCTMGR_",
+                      "SPRIO_", "SSHARE_", "SCONTROL_", "SREPORT_", "SSTAT_")
+
+PARTITIONS = ("debug", "high")
+USER_PREFIX = "fsbu"  # user names: fsbu0000 ...
+UNIX_USERS_FILE = "bench-unix-users.txt"  # in the cluster dir: the Unix users this benchmark created
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- the instance ---------------------------------------------------------------------------------
+
+def instance_env() -> dict[str, str]:
+    inst = {k: os.environ.get(k) or v for k, v in INSTANCE_DEFAULTS.items()}
+    for k, bad in FORBIDDEN.items():
+        if inst[k].rstrip("/") == bad:
+            sys.exit(f"cycle_slurm: refusing {k}={inst[k]}: that is the default dev-cluster instance "
+                     f"other tests use; give this benchmark its own (see --help)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SLURM_ENV_PREFIXES)}
+    env.update(inst)
+    env["SLURM_CONF"] = str(Path(inst["FAIRSHARED_CLUSTER_DIR"]) / "etc" / "slurm.conf")
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    for d in ("/usr/sbin", "/sbin"):
+        if d not in env["PATH"].split(":"):
+            env["PATH"] += ":" + d
+    return env
+
+
+def run(argv: list, env: dict, timeout: float = 600.0, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, errors="replace")
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv[:6]))}{' ...' if len(argv) > 6 else ''} exited "
+                           f"{proc.returncode}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
+    return proc
+
+
+def up(env: dict) -> None:
+    proc = run([SCRIPTS / "up", "--dir", env["FAIRSHARED_CLUSTER_DIR"], "--quiet"], env,
+               timeout=900, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"deploy/dev-cluster/up failed:\n{(proc.stderr or proc.stdout)[-3000:]}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("export SLURM_CONF="):
+            env["SLURM_CONF"] = line.split("=", 1)[1].strip()
+
+
+def down(env: dict, purge: bool = True) -> None:
+    argv = [SCRIPTS / "down", "--dir", env["FAIRSHARED_CLUSTER_DIR"]] + (["--purge"] if purge else [])
+    proc = run(argv, env, timeout=300, check=False)
+    if proc.returncode != 0:
+        log(f"down failed: {(proc.stderr or proc.stdout).strip()[-1000:]}")
+
+
+def remove_unix_users(env: dict) -> None:
+    f = Path(env["FAIRSHARED_CLUSTER_DIR"]) / UNIX_USERS_FILE
+    if not f.exists():
+        return
+    names = [n for n in f.read_text().split() if n.startswith(USER_PREFIX)]
+    for name in names:
+        for _ in range(20):
+            p = subprocess.run(["userdel", name], env=env, capture_output=True, text=True, check=False)
+            if p.returncode != 10:  # 10: /etc/passwd locked by someone else's useradd: retry
+                break
+            time.sleep(0.2)
+    f.unlink()
+    log(f"removed {len(names)} Unix users")
+
+
+# --- the workload ---------------------------------------------------------------------------------
+
+class Layout:
+    """Accounts in 3 levels and user associations on the leaves, sized to ``associations`` in total
+    (counting root's account and root/root, as ``sshare -a`` lists them)."""
+
+    def __init__(self, associations: int, unix_users: int, group: int = 10, per_user_groups: int = 2):
+        self.leaves_wanted = max(4, associations // 40)
+        self.n_top = max(2, min(8, self.leaves_wanted // 32))
+        self.n_mid = self.n_top * 4
+        per_mid = math.ceil(self.leaves_wanted / self.n_mid)
+        self.top = [f"t{i}" for i in range(self.n_top)]
+        # children in creation order, contiguous per parent: creation order = slurmdbd's tree
+        # (lft) order, and the user associations below are added left to right.  slurmdbd keeps
+        # the tree as nested sets and a new association shifts lft/rgt of every row to its right,
+        # so filling the leaves left to right keeps each insert cheap (in any other order the
+        # build is quadratic: ~10 min instead of ~1 for 10,000 associations on 2 cores)
+        self.mid = {f"m{i}": self.top[i // 4] for i in range(self.n_mid)}
+        self.leaf = {f"l{i}": f"m{i // per_mid}" for i in range(self.n_mid * per_mid)}
+        accounts = self.n_top + self.n_mid + len(self.leaf)
+        n_user_assocs = associations - 2 - accounts
+        if n_user_assocs < len(self.leaf):
+            raise SystemExit(f"--associations {associations} is too small for {accounts} accounts")
+        # leaf groups of `group` accounts; each gets a window of users (one sacctmgr call per
+        # group = users x accounts), windows of neighbouring groups overlap so that every user
+        # has associations in about per_user_groups * group accounts
+        leaves = list(self.leaf)
+        self.groups = [leaves[i:i + group] for i in range(0, len(leaves), group)]
+        quota = [n_user_assocs * len(g) // len(leaves) for g in self.groups]
+        quota[-1] += n_user_assocs - sum(quota)
+        k_avg = n_user_assocs / len(leaves)
+        self.n_users = max(unix_users, int(round(k_avg * len(self.groups) / per_user_groups)))
+        self.users = [f"{USER_PREFIX}{i:04d}" for i in range(self.n_users)]
+        self.batches: list[tuple[list[str], list[str]]] = []  # (users, accounts): cross products
+        self.pairs: list[tuple[str, str]] = []  # (user, account)
+        step = max(1, self.n_users // len(self.groups))
+        for g, (accts, q) in enumerate(zip(self.groups, quota)):
+            k, extra = divmod(q, len(accts))
+            window = [self.users[(g * step + j) % self.n_users] for j in range(min(self.n_users, k + 1))]
+            if k:
+                self.batches.append((window[:k], accts))
+            if extra:  # the remainder: k+1-th user of the window... on the first `extra` accounts
+                self.batches.append(([window[min(k, len(window) - 1)]], accts[:extra]))
+        for users, accts in self.batches:
+            self.pairs += [(u, a) for u in users for a in accts]
+        if len(set(self.pairs)) != len(self.pairs):
+            raise SystemExit("internal error: duplicate user associations in the layout")
+        # the Unix users (they submit the jobs): spread over the pool
+        stride = self.n_users / unix_users
+        self.unix = sorted({self.users[int(i * stride)] for i in range(unix_users)})
+        self.accounts = accounts
+        self.total = 2 + accounts + len(self.pairs)
+
+
+def build_tree(lay: Layout, env: dict) -> None:
+    t0 = time.monotonic()
+    rnd = random.Random(1)
+    run(["sacctmgr", "-i", "add", "account", ",".join(lay.top), "parent=root", "fairshare=100"], env)
+    by_parent: dict[str, list[str]] = {}
+    for child, parent in list(lay.mid.items()) + list(lay.leaf.items()):
+        by_parent.setdefault(parent, []).append(child)
+    for parent in list(lay.top) + list(lay.mid):  # mids before leaves
+        kids = by_parent.get(parent, [])
+        if kids:  # shares differ per batch so the tree is not uniform
+            run(["sacctmgr", "-i", "add", "account", ",".join(kids), f"parent={parent}",
+                 f"fairshare={rnd.choice((1, 2, 5, 10, 20, 50))}"], env)
+    log(f"{lay.accounts} accounts in {time.monotonic() - t0:.1f} s")
+    t1 = time.monotonic()
+    for i, (users, accts) in enumerate(lay.batches):
+        run(["sacctmgr", "-i", "add", "user", ",".join(users), f"account={','.join(accts)}",
+             f"fairshare={rnd.choice((1, 1, 1, 2, 3, 10))}"], env)
+    log(f"{len(lay.pairs)} user associations in {len(lay.batches)} sacctmgr calls, "
+        f"{time.monotonic() - t1:.1f} s")
+
+
+def make_unix_users(lay: Layout, env: dict) -> None:
+    created = []
+    f = Path(env["FAIRSHARED_CLUSTER_DIR"]) / UNIX_USERS_FILE
+    for name in lay.unix:
+        try:
+            pwd.getpwnam(name)
+            continue
+        except KeyError:
+            pass
+        add_unix_user(name)
+        created.append(name)
+        with open(f, "a") as fh:  # recorded as we go: teardown removes exactly these
+            fh.write(name + "\n")
+    log(f"{len(lay.unix)} Unix users ({len(created)} created)")
+
+
+def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3) -> None:
+    unix = set(lay.unix)
+    assocs = [p for p in lay.pairs if p[0] in unix]
+    random.Random(2).shuffle(assocs)
+    if not assocs:
+        raise SystemExit("no association of a Unix user to submit jobs with")
+
+    def one(i: int) -> None:
+        user, account = assocs[i % len(assocs)]
+        run(["sbatch", "--parsable", f"--uid={user}", f"--account={account}",
+             f"--partition={PARTITIONS[i % len(PARTITIONS)]}", f"-n{1 + i % 8}", "--chdir=/tmp",
+             "--output=/dev/null", f"--job-name=fsb{i}", "--wrap", "sleep 60"], env, timeout=120)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(workers) as ex:
+        for n, _ in enumerate(ex.map(one, range(jobs)), start=1):
+            if n % 1000 == 0:
+                log(f"  {n} jobs submitted ({time.monotonic() - t0:.1f} s)")
+    log(f"{jobs} jobs submitted from {len(unix)} users on {len(assocs)} associations "
+        f"in {time.monotonic() - t0:.1f} s")
+
+
+def count_assocs(env: dict) -> int:
+    return sum(1 for ln in run(["sshare", "-a", "-P", "-n"], env).stdout.splitlines() if ln.strip())
+
+
+def count_pending(env: dict) -> int:
+    out = run(["squeue", "-h", "-t", "PD", "-o", "%A %Q"], env).stdout.split("\n")
+    return sum(1 for ln in out if ln.strip() and ln.split()[1] != "0")
+
+
+def wait_for(what: str, fn, want: int, timeout: float = 120.0) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        have = fn()
+        if have >= want or time.monotonic() > deadline:
+            if have < want:
+                log(f"warning: {what}: {have}, expected {want}")
+            return have
+        time.sleep(1)
+
+
+# --- the measures -----------------------------------------------------------------------------------
+
+def time_sshare(env: dict, repeat: int = 3) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run(["sshare", "-a", "-l", "-P"], env)
+        times.append(time.perf_counter() - t0)
+    return min(times), times
+
+
+def run_cycle(runner: Runner, source, metrics: Metrics, label: str) -> dict:
+    source.calls.clear()
+    t0 = time.perf_counter()
+    res = runner.cycle(label)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    scrape = len(metrics.render())
+    render = time.perf_counter() - t1
+    s = {k: res.seconds.get(k, 0.0) for k in ("pull", "compute", "push", "publish")}
+    snap = res.snapshot
+    return {
+        "label": label, "outcome": res.outcome, "error": res.error, "algorithm": res.algorithm,
+        "associations": len(snap.associations) if snap else None,
+        "pending_jobs": len(snap.jobs) if snap else None,
+        "planned": len(res.actions), "pushed": res.pushed, "push_errors": res.push_errors,
+        "jobs_gone": res.jobs_gone, "seconds": s, "cycle_seconds": sum(s.values()), "wall_seconds": wall,
+        "pull_commands": [[what, secs] for what, secs in source.calls],
+        "scrape_seconds": render, "scrape_bytes": scrape,
+        "push_ms_per_job": 1000 * s["push"] / res.pushed if res.pushed else None,
+    }
+
+
+def jsonable(c: dict) -> dict:
+    out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()}
+    out["seconds"] = {k: round(v, 4) for k, v in c["seconds"].items()}
+    out["pull_commands"] = [[what, round(secs, 4)] for what, secs in c["pull_commands"]]
+    return out
+
+
+def print_report(cycles: list[dict], sshare_best: float, sshare_all: list[float], setup: dict) -> None:
+    w = sys.stdout.write
+    c0 = cycles[0]
+    w(f"\ncluster: {c0['associations']} associations, {c0['pending_jobs']} pending jobs, "
+      f"algorithm {c0['algorithm']}, push mode site_factor\n\n")
+    w(f"{'':28}" + "".join(f"{c['label']:>14}" for c in cycles) + "\n")
+    for st in ("pull", "compute", "push", "publish"):
+        w(f"{st + ' (s)':28}" + "".join(f"{c['seconds'][st]:14.3f}" for c in cycles) + "\n")
+    w(f"{'cycle total (s)':28}" + "".join(f"{c['cycle_seconds']:14.3f}" for c in cycles) + "\n")
+    w(f"{'pull + compute (s)':28}"
+      + "".join(f"{c['seconds']['pull'] + c['seconds']['compute']:14.3f}" for c in cycles) + "\n")
+    w(f"{'(pull+compute) / sshare':28}" + "".join(f"{c['ratio']:14.2f}" for c in cycles) + "\n")
+    w(f"{'planned / pushed updates':28}"
+      + "".join(f"{str(c['planned']) + ' / ' + str(c['pushed']):>14}" for c in cycles) + "\n")
+    w(f"{'push ms per job':28}" + "".join(
+        f"{c['push_ms_per_job']:14.2f}" if c["push_ms_per_job"] else f"{'-':>14}" for c in cycles) + "\n")
+    w(f"{'outcome':28}" + "".join(f"{c['outcome']:>14}" for c in cycles) + "\n")
+    w(f"{'metrics scrape after (s)':28}" + "".join(f"{c['scrape_seconds']:14.3f}" for c in cycles) + "\n")
+    w(f"\nsshare -a -l -P: best of 3 {sshare_best:.3f} s ({', '.join(f'{t:.3f}' for t in sshare_all)})\n")
+    w("pull's Slurm commands (s):\n")
+    for c in cycles:
+        w(f"  {c['label']}: " + ", ".join(f"{what} {secs:.3f}" for what, secs in c["pull_commands"]) + "\n")
+    ok1 = c0["cycle_seconds"] <= 30
+    ok2 = c0["ratio"] <= 2
+    w(f"\ntargets (cycle 1): cycle <= 30 s: {'PASS' if ok1 else 'FAIL'} ({c0['cycle_seconds']:.1f} s); "
+      f"pull+compute <= 2 x sshare: {'PASS' if ok2 else 'FAIL'} ({c0['ratio']:.2f} x)\n")
+    w(f"setup: {', '.join(f'{k} {v:.1f} s' for k, v in setup.items())}\n\n")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.splitlines()[1:]))
+    ap.add_argument("--associations", type=int, default=10_000,
+                    help="associations in total, as sshare -a lists them (default 10000)")
+    ap.add_argument("--jobs", type=int, default=5_000, help="pending jobs (default 5000)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a small run for trying: 1000 associations, 500 jobs")
+    ap.add_argument("--unix-users", type=int, default=50, help="Unix users that submit the jobs (default 50)")
+    ap.add_argument("--keep", action="store_true",
+                    help="do not tear the instance down (nor remove its users)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="measure on the instance as it is (kept by an earlier --keep run): build nothing")
+    ap.add_argument("--submit-workers", type=int, default=3, help="concurrent sbatch calls (default 3)")
+    args = ap.parse_args()
+    if args.quick:
+        args.associations, args.jobs = 1_000, 500
+    if os.geteuid() != 0:
+        sys.exit("cycle_slurm: needs root (the dev cluster, useradd, sbatch --uid)")
+
+    env = instance_env()
+    cdir = Path(env["FAIRSHARED_CLUSTER_DIR"])
+    log(f"instance {env['FAIRSHARED_CLUSTER_NAME']} in {cdir} "
+        f"(slurmctld port {env['FAIRSHARED_SLURMCTLD_PORT']})")
+    t_start = time.monotonic()
+    setup: dict[str, float] = {}
+    state = tempfile.mkdtemp(prefix="fs-bench-state-")
+    try:
+        lay = Layout(args.associations, args.unix_users)
+        if not args.reuse and (cdir / "etc").exists():
+            log(f"purging the earlier instance in {cdir}")
+            remove_unix_users(env)
+            down(env, purge=True)
+        t0 = time.monotonic()
+        up(env)
+        setup["up"] = time.monotonic() - t0
+        if not args.reuse:
+            t0 = time.monotonic()
+            make_unix_users(lay, env)  # before the associations, so slurmctld resolves their uids
+            build_tree(lay, env)
+            setup["associations"] = time.monotonic() - t0
+            for p in PARTITIONS:  # jobs stay PENDING (reason PartitionDown) with a normal priority
+                run(["scontrol", "update", f"partitionname={p}", "state=down"], env)
+            t0 = time.monotonic()
+            submit_jobs(lay, args.jobs, env, args.submit_workers)
+            setup["jobs"] = time.monotonic() - t0
+        n_assoc = wait_for("associations in sshare", lambda: count_assocs(env), lay.total)
+        n_jobs = wait_for("pending jobs", lambda: count_pending(env), args.jobs)
+        log(f"cluster ready: {n_assoc} associations, {n_jobs} pending jobs with priority > 0")
+
+        sshare_best, sshare_all = time_sshare(env)
+        log(f"sshare -a -l -P: best {sshare_best:.3f} s")
+
+        config = config_from_dict({"source": {"kind": "cli", "timeout": 300},
+                                   "push": {"mode": "site_factor"},
+                                   "logging": {"format": "json", "level": "warning"},
+                                   "state": {"directory": state}})
+        configure_logs("json", "warning")
+        source, updater = make_source_and_updater(config, demo=False)
+        source.env = dict(env)  # the daemon inherits its environment: here, this instance's SLURM_CONF
+        updater.env = dict(env)
+        metrics = Metrics(version=__version__, registry=CollectorRegistry(auto_describe=False))
+        metrics.set_info(algorithm="cluster", source="cli", push_mode="site_factor", dry_run=False)
+        runner = Runner(config, source, updater, metrics, state)
+
+        cycles = []
+        for label in ("cycle 1", "cycle 2"):
+            log(f"{label} ...")
+            c = run_cycle(runner, source, metrics, label)
+            c["ratio"] = (c["seconds"]["pull"] + c["seconds"]["compute"]) / sshare_best
+            log(f"{label}: {c['outcome']} in {c['cycle_seconds']:.2f} s, {c['pushed']} pushed")
+            cycles.append(c)
+        sf = run(["sprio", "-h", "-o", "%i %S"], env).stdout.split()
+        with_sf = sum(1 for v in sf[1::2] if v != "0")
+        setup_total = time.monotonic() - t_start
+        print_report(cycles, sshare_best, sshare_all, setup)
+        print(f"jobs holding a non-zero SiteFactor afterwards (sprio): {with_sf}")
+        print(json.dumps({
+            "benchmark": "cycle_slurm", "associations": n_assoc, "pending_jobs": n_jobs,
+            "sshare_seconds": round(sshare_best, 4), "sshare_all": [round(t, 4) for t in sshare_all],
+            "cycles": [jsonable(c) for c in cycles],
+            "targets": {"cycle_le_30s": cycles[0]["cycle_seconds"] <= 30,
+                        "ratio_le_2": cycles[0]["ratio"] <= 2},
+            "setup_seconds": {k: round(v, 1) for k, v in setup.items()},
+            "benchmark_seconds": round(setup_total, 1),
+        }), flush=True)
+        return 0 if cycles[0]["outcome"] == "success" and cycles[1]["outcome"] == "success" else 1
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+        if args.keep:
+            log(f"kept: export SLURM_CONF={env['SLURM_CONF']}  (tear down: FAIRSHARED_CLUSTER_DIR={cdir} "
+                f"deploy/dev-cluster/down --purge; Unix users listed in {cdir / UNIX_USERS_FILE})")
+        else:
+            log("tearing the instance down")
+            remove_unix_users(env)
+            down(env, purge=True)
+        log(f"benchmark took {time.monotonic() - t_start:.1f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
