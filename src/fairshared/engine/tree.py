@@ -56,28 +56,28 @@ class Tree:
         depth = np.zeros(self.n, dtype=np.int32)
         # parent index < own index: one pass in index order is enough, but that is
         # a Python loop; walk all nodes up together instead (depth is small).
-        x = self.parent.copy()
-        alive = x >= 0
-        while alive.any():
-            depth[alive] += 1
-            x[alive] = self.parent[x[alive]]
-            alive = x >= 0
+        up = np.append(self.parent, -1)  # up[-1] == -1: a walk that reached the top stays there
+        x = self.parent
+        while (alive := x >= 0).any():
+            depth += alive
+            x = up[x]
         return depth
 
     @cached_property
     def levels(self) -> list[np.ndarray]:
         """Indices grouped by direct depth, shallowest first (root alone in level 0)."""
-        order = np.argsort(self.depth, kind="stable")
-        bounds = np.searchsorted(self.depth[order], np.arange(int(self.depth.max()) + 2))
-        return [order[bounds[d] : bounds[d + 1]] for d in range(len(bounds) - 1)]
+        depth = self.depth  # a handful of levels: one pass per level beats a stable sort
+        return [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)]
 
     @cached_property
     def fs_parent(self) -> np.ndarray:
         """Nearest ancestor that is not Fairshare=parent (root has -1)."""
-        fsp = np.full(self.n, -1, dtype=np.int64)
-        for idx in self.levels[1:]:
-            p = self.parent[idx]
-            fsp[idx] = np.where(self.use_parent[p], fsp[p], p)
+        # climb while the ancestor reached is Fairshare=parent (chains of those are short)
+        up = np.append(self.parent, -1).astype(np.int64)  # up[-1] == -1: root's parent stays -1
+        via = np.append(self.use_parent, False)
+        fsp = up[:-1].copy()
+        while (m := via[fsp]).any():
+            fsp = np.where(m, up[fsp], fsp)
         return fsp
 
     @cached_property
@@ -90,9 +90,8 @@ class Tree:
         fsp = self.fs_parent
         members = (fsp >= 0) & ~self.use_parent
         per_parent = np.bincount(fsp[members], weights=self.shares[members], minlength=self.n)
-        out = np.full(self.n, NO_VAL, dtype=np.int64)
-        nonroot = fsp >= 0
-        out[nonroot] = per_parent[fsp[nonroot]].astype(np.int64)
+        out = per_parent[np.maximum(fsp, 0)].astype(np.int64)
+        out[fsp < 0] = NO_VAL  # root (only root has no fs parent)
         return out
 
     @cached_property
