@@ -369,7 +369,7 @@ def state_disk(tmp_path):
 
 # -- the suite ---------------------------------------------------------------------------------------
 
-def test_faults(cluster, state_disk, tmp_path):
+def test_faults(cluster, state_disk, tmp_path, capsys):
     rng = random.Random(SEED)
     base, owner = cluster["base"], cluster["owner"]
     jobs = sorted(base)
@@ -548,17 +548,19 @@ audit_log = "{audit}"
 
     injected = len(faults)
     survived = sum(1 for f in faults if f["alive"] and f["first_ok"] and f["state_ok"])
-    print(f"faults injected / survived / pushes from bad data: {injected} / {survived} / {len(bad)}", flush=True)
-    outcomes = {}
-    for r in lines:
-        outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-    print(f"cycles {len(lines)} {outcomes}; scrapes {len(mon.scrapes)} (stale=1 in "
-          f"{sum(s['stale'] == 1 for s in mon.scrapes)}); seed {SEED}", flush=True)
-    for kind in KINDS:
-        these = [f for f in faults if f["kind"] == kind]
-        print(f"  {kind:15s} x{len(these)}: cycles failed around it {sum(f['failed_cycles'] for f in these)}, "
-              f"stale seen in {sum(f['stale_seen'] for f in these)}, recovery pushes "
-              f"{sum(f['first_pushed'] for f in these)}", flush=True)
+    with capsys.disabled():  # the summary shows in every run, not only with -s
+        print()
+        print(f"faults injected / survived / pushes from bad data: {injected} / {survived} / {len(bad)}", flush=True)
+        outcomes = {}
+        for r in lines:
+            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        print(f"cycles {len(lines)} {outcomes}; scrapes {len(mon.scrapes)} (stale=1 in "
+              f"{sum(s['stale'] == 1 for s in mon.scrapes)}); seed {SEED}", flush=True)
+        for kind in KINDS:
+            these = [f for f in faults if f["kind"] == kind]
+            print(f"  {kind:15s} x{len(these)}: cycles failed around it {sum(f['failed_cycles'] for f in these)}, "
+                  f"stale seen in {sum(f['stale_seen'] for f in these)}, recovery pushes "
+                  f"{sum(f['first_pushed'] for f in these)}", flush=True)
     assert alive and mon.died_at is None, d.log()[-3000:]
     assert code == 0
     assert not mon.errors, mon.errors[:5]
