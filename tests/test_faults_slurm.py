@@ -435,23 +435,18 @@ audit_log = "{audit}"
                     time.sleep(rng.uniform(0.5, 5))
                     sc.restart_ctld()
                     wait_until(ctld_up, 60, "slurmctld not back")
-                elif kind == "hang-slurmctld":
-                    pid = daemon_pid("slurmctld")
+                elif kind in ("hang-slurmctld", "hang-slurmdbd"):
+                    name = kind.removeprefix("hang-")
+                    pid = daemon_pid(name)
                     os.kill(pid, signal.SIGSTOP)
                     time.sleep(TIMEOUT + rng.uniform(1, 3))
                     os.kill(pid, signal.SIGCONT)
-                    wait_until(ctld_up, 60, "slurmctld not answering after SIGCONT")
+                    wait_until(ctld_up if name == "slurmctld" else dbd_up, 60, f"{name} not answering after SIGCONT")
                 elif kind in ("kill-slurmdbd", "kill-mariadb"):
                     os.kill(daemon_pid("slurmdbd" if kind == "kill-slurmdbd" else "mariadbd"), signal.SIGKILL)
                     time.sleep(rng.uniform(0.5, 3))
                     up()
                     wait_until(dbd_up, 60, "slurmdbd not back")
-                elif kind == "hang-slurmdbd":
-                    pid = daemon_pid("slurmdbd")
-                    os.kill(pid, signal.SIGSTOP)
-                    time.sleep(TIMEOUT + rng.uniform(1, 3))
-                    os.kill(pid, signal.SIGCONT)
-                    wait_until(dbd_up, 60, "slurmdbd not answering after SIGCONT")
                 elif kind == "disk-full":
                     state_disk.fill()
                     perturb()

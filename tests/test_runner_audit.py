@@ -14,17 +14,11 @@ from dataclasses import replace
 
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
-from fairshared.model import Association, Job, Snapshot
+from fairshared.model import Job, Snapshot
 from fairshared.sinks.base import PushError
 from fairshared.sources.base import SourceError
+from test_runner import CFG, TREE  # the same static cluster as the runner's tests
 
-TREE = [
-    Association("root", None, None, 1, None),
-    Association("a", None, "root", 1, None),
-    Association("a", "busy", "a", 1, 90.0),
-    Association("a", "idle", "a", 1, 0.0),
-]
-CFG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "dampening": 1}
 
 
 class Queue:

@@ -30,7 +30,7 @@ from . import sdnotify
 from .config import Config, load_config, parse_listen
 from .http import DaemonHTTPServer
 from .logs import configure, get_logger
-from .runner import Runner, period_for
+from .runner import Runner, accounting_cli, period_for
 
 STOP_GRACE = 20.0
 
@@ -88,9 +88,8 @@ class Service:
         if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
             raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
                               f"{getattr(source, 'name', '?')}): it reads each job's factors with squeue and sprio")
-        if config.usage.origin == "accounting" and not (hasattr(source, "run") or hasattr(source, "cli")):
-            raise SourceError(f"usage.origin 'accounting' needs Slurm's job records (source: "
-                              f"{getattr(source, 'name', '?')})")
+        if config.usage.origin == "accounting":
+            accounting_cli(source)  # refused at start-up, with the same rule the cycle uses
         if metrics is None:
             from ..sinks.metrics import Metrics
 

@@ -71,6 +71,7 @@ usage provider's ``sibling_order()`` when it has one (the default provider reads
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
@@ -228,9 +229,10 @@ class PyslurmSource:
         self.timeout = timeout
         self.bin_dir = bin_dir
 
-    @property
+    @cached_property
     def cli(self):
-        """The command-line reader for what pyslurm 25.11 cannot read (usage settings, QOS UsageFactor)."""
+        """The command-line reader for what pyslurm 25.11 cannot read (usage settings, QOS UsageFactor);
+        one per source, not a new one per cycle."""
         cli = getattr(self.usage, "cli", None)
         if cli is None:
             from .slurm_cli import SlurmCli
