@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 from datetime import datetime, timedelta
@@ -97,7 +99,11 @@ class Service:
         self.metrics = metrics
         self._set_info()
         self.runner = Runner(config, source, updater, metrics, state_dir(config))
-        self.wake = threading.Event()
+        # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
+        # the main thread, and Event.set() there deadlocks when the signal lands while that thread
+        # holds the Event's own lock (inside wait() or clear()) -- seen under a burst of SIGUSR1
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self.stop_requested = False
         self.reload_requested = False
         self.cycle_requested = 0
@@ -164,13 +170,22 @@ class Service:
     # -- signals ------------------------------------------------------------------------------------
 
     def _signal(self, signum, frame):
+        # flags only, no locks (see __init__); the main loop wakes on the wakeup fd
         if signum == signal.SIGUSR1:
             self.cycle_requested += 1
         elif signum == signal.SIGHUP:
             self.reload_requested = True
         else:
             self.stop_requested = True
-        self.wake.set()
+
+    def _sleep(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds, returning early when a signal arrives (after run()'s set-up)."""
+        if select.select([self._wake_r], [], [], timeout)[0]:
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except (BlockingIOError, InterruptedError):
+                pass
 
     def reload(self) -> None:
         sdnotify.reloading()
@@ -197,6 +212,10 @@ class Service:
         if self.once:
             res = self.runner.cycle("once")
             return 0 if res.ok else 1
+        self._wake_r, self._wake_w = socket.socketpair()
+        for sock in (self._wake_r, self._wake_w):
+            sock.setblocking(False)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         host, port = parse_listen(self.config.http.listen)
         self.http = DaemonHTTPServer((host, port), render_metrics=lambda: (self.metrics.render(), self.metrics.content_type),
                                      status=self.runner.status, recompute=self.recompute_and_wait,
@@ -223,8 +242,7 @@ class Service:
         sdnotify.ready(status="running")
         wd = sdnotify.watchdog_interval()
         while not self.stop_requested:
-            self.wake.wait(timeout=min(wd or 1.0, 1.0))
-            self.wake.clear()
+            self._sleep(min(wd or 1.0, 1.0))
             if wd:
                 sdnotify.watchdog()
             if self.reload_requested:
@@ -261,6 +279,10 @@ class Service:
                 pf.unlink()
             except OSError:
                 pass
+        signal.set_wakeup_fd(-1)
+        for sock in (self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
         self.log.info("stopped")
         return 0
 
