@@ -11,7 +11,6 @@ signals and pings the systemd watchdog:
 
 from __future__ import annotations
 
-import importlib
 import os
 import select
 import signal
@@ -45,15 +44,15 @@ def make_source_and_updater(config: Config, demo: bool):
         cluster = DemoCluster()
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
+        from ..sources.pyslurm_source import import_pyslurm
+
         try:
-            importlib.import_module("pyslurm")  # can it be loaded (its libslurm too)?
-            have_pyslurm = True
-        except Exception:
-            have_pyslurm = False
-        if kind == "pyslurm" and not have_pyslurm:
-            raise SourceError("source.kind is 'pyslurm' but pyslurm cannot be imported "
-                              "(pip install 'fairshared[pyslurm]' against the site's Slurm 25.11)")
-        if have_pyslurm:
+            import_pyslurm()  # never exits the process: see its docstring
+        except SourceError as exc:
+            if kind == "pyslurm":
+                raise SourceError(f"source.kind is 'pyslurm' but {exc}") from None
+            get_logger().warning("pyslurm_unavailable", reason=str(exc), using="cli")
+        else:
             from ..sinks.push_pyslurm import PyslurmUpdater
             from ..sources.pyslurm_source import PyslurmSource
 
