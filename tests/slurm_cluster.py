@@ -1,8 +1,13 @@
-"""Use the real single-node Slurm 22.05 dev cluster from tests.
+"""Use the real single-node Slurm dev cluster from tests.
 
 Plain helper module (not a conftest).  It drives ``deploy/dev-cluster/up``
 and friends, which start munged, a private MariaDB, slurmdbd, slurmctld and
-slurmd under ``$FAIRSHARED_CLUSTER_DIR`` (default /var/tmp/fairshared-cluster).
+slurmd under ``$FAIRSHARED_CLUSTER_DIR`` (default /var/tmp/fairshared-cluster
+for Debian's 22.05, /var/tmp/fairshared-cluster-SERIES for a release built
+from source).  The Slurm release is ``$FAIRSHARED_SLURM_VERSION`` (default
+22.05: Debian's package; 23.11, 24.11, 25.11, 26.05 are built from the
+tarballs in ../shared/slurm-src, once); ``tests/matrix.py`` runs the suite on
+each of them.
 
 Typical use from a conftest::
 
@@ -35,11 +40,13 @@ DOWN = SCRIPTS / "down"
 RESTART_CTLD = SCRIPTS / "restart-ctld"
 
 CLUSTER_NAME = os.environ.get("FAIRSHARED_CLUSTER_NAME", "fairshared-dev")
+SLURM_VERSION = os.environ.get("FAIRSHARED_SLURM_VERSION", "22.05")
+SERIES = tuple(int(x) for x in SLURM_VERSION.split(".")[:2])  # (25, 11)
 PARTITIONS = ("debug", "high")  # debug is the default partition
 PRIORITY_MODES = ("fair_tree", "classic")
 
 # First start may install Debian packages (apt-get update + install).
-UP_TIMEOUT = 900.0
+UP_TIMEOUT = 2400.0  # a release built from source takes ~6 min on 2 cores, more when loaded
 
 # Environment variables that change what Slurm commands do or print (e.g.
 # SQUEUE_FORMAT, SACCT_FORMAT, SLURM_TIME_FORMAT, SLURM_CLUSTERS, a leaked
@@ -75,26 +82,48 @@ class ClusterInfo:
     partitions: tuple[str, ...]
     priority: str  # "fair_tree" or "classic"
     node: str
+    version: str = ""  # what `scontrol --version` says, e.g. "25.11.7"
     default_partition: str = "debug"
+
+    @property
+    def series(self) -> tuple[int, int]:
+        return tuple(int(x) for x in self.version.split(".")[:2])  # type: ignore[return-value]
 
 
 _current: ClusterInfo | None = None
+_cluster_path: str | None = None  # the cluster's own bin directories, from up's `export PATH=`
 _failures: dict[str, ClusterError] = {}
 
 
 def cluster_dir() -> Path:
-    return Path(os.environ.get("FAIRSHARED_CLUSTER_DIR", "/var/tmp/fairshared-cluster"))
+    """The same default as deploy/dev-cluster/up's."""
+    default = "/var/tmp/fairshared-cluster" + ("" if SERIES == (22, 5) else f"-{SERIES[0]}.{SERIES[1]:02d}")
+    return Path(os.environ.get("FAIRSHARED_CLUSTER_DIR", default))
 
 
-def cluster_env(conf: Path | None = None) -> dict[str, str]:
-    """os.environ without Slurm client variables, plus SLURM_CONF."""
+def cluster_env(conf: Path | None = None, path: str | None = None) -> dict[str, str]:
+    """os.environ without Slurm client variables, plus SLURM_CONF; ``path``: the cluster's
+    own bin directories (from up's ``export PATH=`` line), put first."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SLURM_ENV_PREFIXES)}
     env["SLURM_CONF"] = str(conf or cluster_dir() / "etc" / "slurm.conf")
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    path = path or _cluster_path
+    if path and not env["PATH"].startswith(path + ":"):
+        env["PATH"] = path + ":" + env["PATH"]
     for d in ("/usr/sbin", "/sbin"):  # useradd, slurm daemons
         if d not in env["PATH"].split(":"):
             env["PATH"] += ":" + d
     return env
+
+
+def parse_exports(stdout: str) -> dict[str, str]:
+    """up's ``export NAME=VALUE`` lines; PATH's trailing ``:$PATH`` is dropped."""
+    out = {}
+    for line in stdout.splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[len("export "):].split("=", 1)
+            out[k.strip()] = v.strip().removesuffix(":$PATH")
+    return out
 
 
 def _script(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -128,7 +157,7 @@ def ensure_cluster(priority: str = "fair_tree") -> ClusterInfo:
     rewrites slurm.conf and restarts slurmctld/slurmd (usage is kept).  A
     failure is remembered, so later calls fail fast with the same error.
     """
-    global _current
+    global _current, _cluster_path
     if priority not in PRIORITY_MODES:
         raise ValueError(f"priority must be one of {PRIORITY_MODES}, not {priority!r}")
     if _current is not None and _current.priority == priority:
@@ -137,22 +166,29 @@ def ensure_cluster(priority: str = "fair_tree") -> ClusterInfo:
         raise _failures[priority]
     d = cluster_dir()
     try:
-        proc = _script([str(UP), "--priority", priority, "--dir", str(d), "--quiet"], UP_TIMEOUT)
+        proc = _script([str(UP), "--slurm", SLURM_VERSION, "--priority", priority, "--dir", str(d), "--quiet"],
+                       UP_TIMEOUT)
     except ClusterError as exc:
         _failures[priority] = exc
         raise
-    conf = d / "etc" / "slurm.conf"
-    for line in proc.stdout.splitlines():
-        if line.startswith("export SLURM_CONF="):
-            conf = Path(line.split("=", 1)[1].strip())
+    exports = parse_exports(proc.stdout)
+    conf = Path(exports.get("SLURM_CONF", d / "etc" / "slurm.conf"))
+    _cluster_path = exports.get("PATH")
+    if _cluster_path and not os.environ.get("PATH", "").startswith(_cluster_path + ":"):
+        # whatever a test starts (daemons, fairshared commands) finds this release's commands first
+        os.environ["PATH"] = _cluster_path + ":" + os.environ.get("PATH", "")
     env = cluster_env(conf)
     node = subprocess.run(
         ["hostname", "-s"], capture_output=True, text=True, check=False
     ).stdout.strip() or os.uname().nodename.split(".")[0]
+    version = subprocess.run(["scontrol", "--version"], env=env, capture_output=True, text=True,
+                             check=False).stdout.split()[-1:] or ["?"]
     _current = ClusterInfo(
         dir=d, conf=conf, env=env, cluster_name=CLUSTER_NAME,
-        partitions=PARTITIONS, priority=priority, node=node,
+        partitions=PARTITIONS, priority=priority, node=node, version=version[0],
     )
+    if _current.series != SERIES:
+        raise ClusterError(f"asked for Slurm {SLURM_VERSION}, the cluster runs {_current.version}")
     return _current
 
 

@@ -357,6 +357,18 @@ def test_parse_sprio_facts_finds_site_factors_and_operator_set_priorities():
     assert facts[51] == jc.SprioFacts(0, True)  # one partition, all zero
 
 
+def test_parse_sprio_facts_operator_set_priority_in_several_partitions_from_23_11_on():
+    # Slurm 25.11.7's sprio for job 101 (scontrol update priority=777, partitions high,debug): each
+    # row shows the set priority with every factor 0 and SITE/NICE 0 (22.05 printed −2^31 instead);
+    # job 95 in the same two partitions, not set, for contrast
+    sep = "\x1f"
+    rows = ["101|high|0|0|0|0|0|0|0|0|", "101|debug|0|0|0|0|0|0|0|0|",
+            "95|debug|0|0|1|0|7143|502|100|0|", "95|high|0|0|1|0|7143|502|1000|0|"]
+    facts = jc.parse_sprio_facts("\n".join(r.replace("|", sep) for r in rows) + "\n")
+    assert facts[101] == jc.SprioFacts(0, True)
+    assert facts[95] == jc.SprioFacts(0, False)
+
+
 def test_state_file_flags_and_extra_config():
     import struct
 

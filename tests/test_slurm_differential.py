@@ -175,6 +175,11 @@ def compare(algorithm, snapshot, rows, result=None):
             chk("FairShare", o["fairshare"], 0, exact=True)
             lfs = o["level_fs"]
             chk("LevelFS", lfs, 0 if lfs in (None, "inf") else float(lfs) * 2 * u_tol)
+        elif key[1] is None and sc.SERIES >= (25, 11):
+            # 25.11's sshare prints classic FairShare for users only (the controller's fs_factor);
+            # ours is 22.05-25.05's client-side value for accounts too: a known difference
+            if s["FairShare"] != "":
+                bad.append(f"{key} FairShare: sshare {s['FairShare']!r} for an account, expected blank")
         else:
             f, sn = o["fairshare"], o["norm_shares"]
             ftol = 0 if f is None or not sn else f * math.log(2) * u_tol / sn
@@ -209,7 +214,7 @@ def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
         sc.restart_ctld()  # one decay iteration right now: every column fresh (and consistent)
         snap = source.snapshot(jobs=False)
         rows = sshare_by_key()
-        assert snap.sibling_order == "lft"
+        assert snap.sibling_order == ("lft" if sc.SERIES < (23, 11) else "lineage")
         assert len(rows) == len(snap.associations) >= len(accounts) + len(users)
         assert any(a.usage > 1000 for a in snap.associations if a.user), "the workload left no usage"
         mismatches = compare(algorithm, snap, rows)
@@ -224,8 +229,9 @@ def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
             wrong.fairshare = wrong.fairshare.copy()
             wrong.fairshare[best_first] = (users.size - np.arange(users.size)) / users.size  # ties not repeated
             assert compare("fair_tree", snap, rows, result=wrong) != []
+            rank = {k: i for i, k in enumerate(sorted({a.order for a in snap.associations}))}
             flipped = type(snap)(associations=[
-                a.__class__(a.account, a.user, a.parent, a.shares, a.usage, a.partition, -a.order)
+                a.__class__(a.account, a.user, a.parent, a.shares, a.usage, a.partition, -rank[a.order])
                 for a in snap.associations], sibling_order="lft")
             assert compare("fair_tree", flipped, rows) != []
     sc.ensure_cluster("fair_tree")

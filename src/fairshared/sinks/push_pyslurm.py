@@ -58,13 +58,13 @@ class PyslurmUpdater:
 
     def __init__(self, *, fallback: Callable[[PushAction], None] | None = None,
                  timeout: float = 30.0, bin_dir: str | None = None):
+        from ..sources.base import SourceError
+        from ..sources.pyslurm_source import import_pyslurm  # lazy: this module imports without pyslurm
+
         try:
-            import pyslurm  # noqa: PLC0415 - lazy: this module imports without pyslurm
-        except ImportError as exc:
-            raise PushError(f"pyslurm is not installed or cannot be loaded ({exc}); "
-                            "use the command-line updater") from None
-        except Exception as exc:  # noqa: BLE001 - e.g. OSError from dlopen of libslurmfull.so
-            raise PushError(f"pyslurm failed to load: {type(exc).__name__}: {exc}") from None
+            pyslurm = import_pyslurm()  # never ends the process (see there)
+        except SourceError as exc:
+            raise PushError(str(exc)) from None
         self.pyslurm = pyslurm
         self._fallback = fallback
         self.timeout = timeout

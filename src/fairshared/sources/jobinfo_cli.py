@@ -310,8 +310,9 @@ def parse_sprio_facts(text: str, where: str = "sprio") -> dict[int, SprioFacts]:
             zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
         except ValueError:
             raise InputError(f"non-numeric factors for job {job_id}", where) from None
-        if len(rs) > 1:  # several partitions: only the −2^31 SITE/NICE of _filter_job tells
-            direct = site == -NICE_OFFSET and nice == -NICE_OFFSET
+        if len(rs) > 1:  # several partitions: 22.05's _filter_job prints SITE/NICE −2^31 for it;
+            # from 23.11 on every partition's row shows the set priority with all factors 0
+            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
         else:
             direct = zero and site == 0 and nice == 0
         out[job_id] = SprioFacts(0 if direct else site, direct)
