@@ -107,6 +107,8 @@ def run_part(part: Part, extra: list[str]) -> None:
     part.setup_seconds = time.monotonic() - t0
     xml = BUILDS / f"junit-{part.version}-{part.what.replace(' ', '-')}.xml"
     env = dict(os.environ, FAIRSHARED_SLURM_VERSION=part.version)
+    if part.pyslurm:  # as if activated: its `fairshared` (the daemons the tests start) first on PATH
+        env["PATH"] = str(Path(python).parent) + ":" + env["PATH"]
     argv = [python, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={xml}", *part.args, *extra]
     log(f"Slurm {part.version}, {part.what}: {' '.join(argv[1:])}")
     t1 = time.monotonic()
