@@ -165,3 +165,6 @@ class Snapshot:
     sibling_order: str = "input"
     config: dict = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)
+    # what Slurm itself printed as each user association's FairShare (an sshare dump or the live
+    # sshare), keyed like Association.key; empty when the source has no such column
+    reported_fairshare: dict = field(default_factory=dict)

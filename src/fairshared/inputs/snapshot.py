@@ -9,7 +9,7 @@ case can be replayed offline (``fairshared compute --snapshot FILE``)::
       "cluster": "mycluster",             # or null
       "source": "slurm-cli",              # who wrote it, free text
       "taken_at": 1763800000.0,           # Unix seconds, or null
-      "sibling_order": "lft",             # what "order" holds: "lft", "lineage" or "input"
+      "sibling_order": "lft",             # what "order" holds: "lft", "lineage", "name" or "input"
       "config": {"priority_flags": ["NO_FAIR_TREE"], "dampening": 1},   # optional
       "associations": [
         {"account": "root", "user": null, "parent": null, "partition": null,
@@ -39,7 +39,7 @@ from ..model import Association, InputError, Snapshot, check_shares, check_usage
 
 SCHEMA = "fairshared-snapshot"
 VERSION = 1
-SIBLING_ORDERS = ("lft", "lineage", "input")
+SIBLING_ORDERS = ("lft", "lineage", "name", "input")  # engine.sibling_order says what each means
 
 
 def _reject_constant(name: str) -> float:

@@ -34,6 +34,7 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
     accounts: set[str] = set()
     header_line = 0
     seen: dict[tuple, int] = {}
+    reported: dict[tuple, float] = {}
 
     for lineno, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
@@ -103,6 +104,12 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
                 raise InputError(f"duplicate association of user {user!r} in account {account!r} "
                                  f"(first at line {seen[key]})", where)
             seen[key] = lineno
+            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
+            if fs_text:
+                try:
+                    reported[key] = float(fs_text)
+                except ValueError:
+                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number", where) from None
             associations.append(
                 Association(
                     account=account, user=user, parent=account, shares=shares, usage=usage, partition=partition
@@ -117,7 +124,8 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
         Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
         for i, a in enumerate(associations)
     ]
-    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input")
+    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
+                    reported_fairshare=reported)
 
 
 __all__ = ["parse_sshare", "PARENT"]

@@ -332,27 +332,13 @@ def parse_last_decay_ran(data: bytes) -> int | None:
 
 def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
     """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user, partition)."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    import io
+
+    from ..inputs.sshare_dump import parse_sshare
+
+    if not text.strip():
         return {}
-    header = [h.strip() for h in lines[0].rstrip("|").split("|")]
-    need = {"Account", "User", "FairShare"}
-    if not need <= set(header):
-        raise InputError(f"the sshare header lacks {', '.join(sorted(need - set(header)))}")
-    out = {}
-    for line in lines[1:]:
-        cells = line.rstrip("|").split("|") if line.endswith("|") else line.split("|")
-        row = dict(zip(header, cells))
-        user = row.get("User", "").strip()
-        fs = row.get("FairShare", "").strip()
-        if not user or not fs:
-            continue
-        part = row.get("Partition", "").strip() or None
-        try:
-            out[(row["Account"].strip(), user, part)] = float(fs)
-        except ValueError:
-            continue
-    return out
+    return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
 
 
 # --- reading it all ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from ..engine.sibling_order import LFT, NAME, in_name_order, infer
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
 from .base import SourceError
@@ -51,6 +52,9 @@ class SlurmCli:
     env: dict[str, str] | None = None
     # (command, seconds) of the last commands run; bounded: a daemon runs them forever
     calls: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=1000), repr=False)
+    # 22.05 only: the sibling order slurmctld holds, "lft" or "name" (engine.sibling_order), as
+    # last seen in its ranks; "lft" (a fresh load) until its ranks tell otherwise
+    order_state: str = LFT
 
     name = "cli"
 
@@ -100,6 +104,20 @@ class SlurmCli:
             v = r[kind]
             order[key] = int(v) if kind == "lft" and v.isdigit() else v
         return kind, order
+
+    def order_of_22_05(self, assocs: list[Association], reported: dict, cfg: dict) -> tuple[list[Association], str]:
+        """22.05 holds siblings in ``lft`` order after a load and in name order after a run-time
+        change (engine.sibling_order); whichever reproduces sshare's own Fair Tree ranks is the one
+        slurmctld holds.  When its ranks cannot tell (no tie depends on it, or they are older than
+        the tree), the state last seen stays."""
+        if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
+            named = in_name_order(assocs)
+            seen = infer({LFT: assocs, NAME: named}, reported)
+            if seen:
+                self.order_state = seen
+            if self.order_state == NAME:
+                return named, NAME
+        return assocs, LFT
 
     def pending_jobs(self) -> list[Job]:
         """Pending jobs (squeue) with the SiteFactor slurmctld holds for each and whether an
@@ -151,6 +169,8 @@ class SlurmCli:
             assocs = [Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order[a.key])
                       for a in shown.associations]
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
+        if kind == LFT:
+            assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, cfg)
         return Snapshot(
             associations=assocs,
             cluster=cfg.get("cluster_name"),
