@@ -28,6 +28,8 @@ import dataclasses
 import os
 import pwd
 import shlex
+import signal
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -382,3 +384,35 @@ def sshare_rows(*extra: str) -> list[dict[str, str]]:
         return []
     header = lines[0].split("|")
     return [dict(zip(header, ln.split("|"))) for ln in lines[1:] if ln]
+
+
+def last_decay_ran() -> int:
+    """When slurmctld's decay thread last ran (StateSaveLocation/priority_last_decay_ran, Unix s)."""
+    data = (cluster_dir() / "state" / "slurmctld" / "priority_last_decay_ran").read_bytes()
+    return struct.unpack(">q", data[:8])[0]
+
+
+def wait_next_calc(timeout: float = 200.0) -> None:
+    """Wait for slurmctld's next usage-decay and fair-share iteration (PriorityCalcPeriod=1 min)."""
+    before = last_decay_ran()
+    deadline = time.monotonic() + timeout
+    while last_decay_ran() == before:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no fair-share iteration within {timeout:.0f}s")
+        time.sleep(0.5)
+    time.sleep(0.5)  # the file is written at the end of the iteration; let sshare's view settle
+
+
+def bounce_slurmdbd(away: float = 3.0) -> None:
+    """Stop slurmdbd, leave slurmctld without it for ``away`` seconds, start it again (up)."""
+    pidfile = cluster_dir() / "run" / "slurmdbd.pid"
+    pid = int(pidfile.read_text().strip())
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(away)
+    if _current is None:
+        raise ClusterError("bounce_slurmdbd: no cluster")
+    _script([str(UP), "--slurm", SLURM_VERSION, "--priority", _current.priority, "--dir", str(cluster_dir()),
+             "--quiet"], UP_TIMEOUT)

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slurm
 USERS = ["dmu1", "dmu2", "dmu3", "dmu4"]
 ACCOUNTS = [("dma", 60), ("dmb", 30), ("dmfill", 0)]
 W = 1_000_000
+SLURM_WEIGHT = 10_000  # PriorityWeightFairshare of the dev cluster
 
 
 def fairshared(*args, check=True):
@@ -145,6 +146,28 @@ def test_site_factor_lands_in_sprio_and_orders_the_queue(queue, tmp_path):
     # nothing changed: the next cycle pushes nothing
     second = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
     assert second["outcome"] == "success" and second["planned"] == 0 and second["pushed"] == 0
+
+
+def test_fair_tree_site_factor_is_slurms_own_fairshare(queue, tmp_path):
+    """Slurm runs Fair Tree too: what we push must be W times sshare's FairShare, and sprio's own
+    FAIRSHARE column (PriorityWeightFairshare = W) for each job."""
+    cfg = config(tmp_path, queue["state"], "site_factor", "fair_tree")
+    first = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
+    assert first["outcome"] == "success", first
+    fs = {(r["Account"].strip(), r["User"]): float(r["FairShare"]) for r in sc.sshare_rows() if r["User"]}
+    out = sc.run(["sprio", "-h", "-o", "%i|%S|%F|%u|%a"]).stdout
+    rows = [ln.split("|") for ln in out.split() if ln]
+    jobs = set(queue["pending"].values())
+    checked = 0
+    for jid, site, fairshare, user, account in rows:
+        if int(jid) not in jobs:
+            continue
+        # sshare prints F to 6 decimals: W·F from it is off by at most W·5e-7 before rounding
+        assert abs(int(site) - W * fs[(account, user)]) <= 0.5 + W * 5e-7, (jid, site, fs[(account, user)])
+        # sprio prints PriorityWeightFairshare·F (10000·F) rounded to an integer
+        assert abs(int(site) * SLURM_WEIGHT / W - float(fairshare)) <= 0.5 + SLURM_WEIGHT / W, (jid, site, fairshare)
+        checked += 1
+    assert checked == len(jobs) >= 5
 
 
 def test_nice_mode_keeps_the_owners_nice(queue, tmp_path):

@@ -357,7 +357,10 @@ def state_disk(tmp_path):
         probe = tmp_path / "probe"
         probe.mkdir()
         if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode:
-            pytest.skip(f"neither a tmpfs ({disk.why}) nor chattr +i to make the state disk fail")
+            why = f"neither a tmpfs ({disk.why}) nor chattr +i to make the state disk fail"
+            if sc.must_fail_loudly():
+                pytest.fail(why)  # under CI a skipped fault suite is a failure
+            pytest.skip(why)
         subprocess.run(["chattr", "-i", str(probe)], capture_output=True)
         print(f"mount not permitted ({disk.why}): the state directory is made immutable instead "
               "of full (EPERM instead of ENOSPC)", flush=True)
@@ -574,3 +577,7 @@ audit_log = "{audit}"
     assert [f for f in faults if not f["first_ok"]] == []
     assert [f for f in faults if not f["state_ok"]] == []
     assert survived == injected
+    # every fault aimed at a stage of the cycle (the pull, the push) hit it
+    aimed = [f for f in faults if f["stage"] != "any"]
+    assert len(aimed) >= 4 and [f for f in aimed if not f.get("stage_seen")] == [], \
+        [(f["n"], f["kind"], f["stage"]) for f in aimed if not f.get("stage_seen")]

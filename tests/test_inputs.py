@@ -77,7 +77,7 @@ def test_parsable_output_reads_back_to_the_same_numbers():
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||-4|0\n", "dump.txt:3", "negative"),
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|nan\n", "dump.txt:3", "not a finite number"),
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|-2\n", "dump.txt:3", "negative"),
-    ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|0\n  b|u|1|0\n", "dump.txt:4", "no earlier row defines"),
+    ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|0\n  b|u|1|0\n", "dump.txt:4", "which no row defines"),
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|0\n  a|u|1|0\n  a|u|1|0\n", "dump.txt:5", "duplicate"),
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||1|0\n a||1|0\n", "dump.txt:4", "duplicate account"),
     ("Account|User|RawShares|RawUsage\nroot|||0\n a||1\n", "dump.txt:3", "has 3 fields, the header has 4"),
@@ -134,3 +134,25 @@ def test_snapshot_rejects_nan_and_bad_json():
         load_snapshot(io.StringIO('{"schema": NaN}'), "s.json")
     with pytest.raises(InputError, match=r"s.json:1"):
         load_snapshot(io.StringIO("{oops"), "s.json")
+
+
+def test_a_fairshare_parent_user_printed_before_its_account_reads():
+    # 22.05's sshare walks slurmctld's list, where a FairShare=parent user sits among its fs-parent's
+    # children: its row can come before root's or away from its account's.  Same tree as DUMP.
+    lines = DUMP.splitlines()
+    bob = next(ln for ln in lines if "|bob|" in ln)
+    moved = "\n".join([lines[0], bob, *[ln for ln in lines[1:] if ln != bob]]) + "\n"
+    a, b = parse(DUMP), parse(moved)
+    assert {x.key: (x.parent_account, x.shares, x.usage) for x in b.associations} == \
+        {x.key: (x.parent_account, x.shares, x.usage) for x in a.associations}
+    fa, fb = compute(a.associations, "fair_tree"), compute(b.associations, "fair_tree")
+    by_key = lambda r: {(r.tree.account[i], r.tree.user[i]): float(r.fairshare[i])  # noqa: E731
+                        for i in range(r.tree.n) if r.tree.user[i]}
+    assert by_key(fa) == by_key(fb)
+    assert b.reported_fairshare[("phys", "bob", None)] == 0.75
+
+
+def test_a_user_whose_account_no_row_defines_is_refused_with_its_line():
+    text = DUMP.replace("  chem|dave|", "  chemx|dave|")
+    with pytest.raises(InputError, match=r"dump.txt:10: user 'dave' names account 'chemx', which no row defines"):
+        parse(text)

@@ -13,8 +13,9 @@ between two reads of its ``priority_last_decay_ran`` (which give the phase of
 the decay iterations), and the records are read back with the sacct source,
 incrementally (one fetch while the jobs run, one at the end).
 
-Requirement: every association holding at least 1 % of root's usage is within
-1 % of slurmctld's figure.  What difference remains, and why:
+Requirement: every association is within TOL_ABS + TOL_REL·u of slurmctld's figure u (0.01
+for the two decimals printed, 5e-4 for one decay iteration stamped a second late, see below;
+measured: under 5e-7).  What difference remains, and why:
 
 * slurmctld schedules its iterations at start + k·60 s to the microsecond but
   stamps each with ``time(NULL)``, whole seconds; a wake-up that crosses a
@@ -55,6 +56,8 @@ from fairshared.usage import UsagePolicy, compute_usage
 pytestmark = pytest.mark.slurm
 
 USERS = ("usu1", "usu2", "usu3")
+TOL_ABS = 0.01  # assoc_mgr prints UsageRaw to two decimals
+TOL_REL = 5e-4  # one iteration stamped a whole second off our grid: d^±1 = 1 ∓ 0.693/1800 (see above)
 
 
 def _decay_state(cli: SlurmCli) -> tuple[float, float]:
@@ -146,19 +149,21 @@ def test_slurm_model_matches_slurmctld(slurm):
         ctld = {a.key: a.usage for a in snap.associations}
         root = ctld[("root", None, None)]
         assert root > 100_000  # the workload is ~ 160,000 billable CPU-seconds
-        lines, worst = [], 0.0
+        lines, worst, off = [], 0.0, []
         for key, u in ctld.items():
-            if u < 0.01 * root:
+            if u == 0 and ours[key] == 0:
                 continue
-            dev = abs(ours[key] - u) / u
+            dev = abs(ours[key] - u) / max(u, 1e-9)
             worst = max(worst, dev)
+            if abs(ours[key] - u) > TOL_ABS + TOL_REL * u:
+                off.append(key)
             name = "/".join(str(k) for k in key if k)
             lines.append(f"{name:<22} slurmctld {u:12.2f}  slurm {ours[key]:12.2f}"
                          f"  exact {exact[key]:12.2f}  deviation {dev:.2e}")
         report = "\n".join(lines) + f"\nlargest relative deviation (slurm model): {worst:.3e}"
         print(report)
         assert {A, B, B1} <= {k[0] for k, u in ctld.items() if u >= 0.01 * root}, report
-        assert worst <= 0.01, report
+        assert off == [], report
 
         # the same through the command line (decay phase read by the command itself)
         out = io.StringIO()
@@ -167,15 +172,15 @@ def test_slurm_model_matches_slurmctld(slurm):
         rows = json.loads(out.getvalue())["associations"]
         assert set(rows[0]) == {"account", "user", "partition", "slurmctld", "slurm", "exact"}
         for r in rows:
-            if r["account"] in (A, B, B1) and r["slurmctld"] >= 0.01 * root:
-                assert abs(r["slurm"] - r["slurmctld"]) <= 0.01 * r["slurmctld"], r
+            if r["account"] in (A, B, B1):
+                assert abs(r["slurm"] - r["slurmctld"]) <= TOL_ABS + TOL_REL * r["slurmctld"], r
         out = io.StringIO()
         with redirect_stdout(out):
             assert main(["compute", "--source", "slurm", "--usage", "accounting", "--format", "json"]) == 0
         comp = {(r["account"], r["user"]): r["raw_usage"] for r in json.loads(out.getvalue())["associations"]}
         for (acct, user, _), u in ctld.items():
-            if acct in (A, B, B1) and u >= 0.01 * root:
-                assert abs(comp[(acct, user)] - u) <= 0.01 * u, (acct, user, comp[(acct, user)], u)
+            if acct in (A, B, B1):
+                assert abs(comp[(acct, user)] - u) <= TOL_ABS + TOL_REL * u, (acct, user, comp[(acct, user)], u)
     finally:
         _cleanup([B1, A, B], Q)
 

@@ -199,6 +199,7 @@ class ClusterInfo:
     cpu_count: int = 1  # cluster_cpus: Σ effective CPUs of all nodes
     assoc_priority_max: int = 0  # g_assoc_max_priority (max Priority= of all associations)
     tres_order: Sequence[str] = DEFAULT_TRES_ORDER  # AccountingStorageTRES order
+    slurm_version: tuple[int, int] = (22, 5)  # what sprio shows changed in 23.02 (sprio_columns, sprio_rows)
 
     @property
     def part_max_priority(self) -> int:
@@ -507,13 +508,17 @@ class SprioRow:
     qos: float
     nice: int
     tres: tuple[tuple[str, float], ...]  # (name, weighted) for the non-zero ones, in TRES order
+    account: str = ""
+    qos_name: str = ""
 
     def as_json(self) -> dict:
         """The ``fairshared sprio --format json`` record: the numbers sprio prints, as integers."""
         return {
             "job_id": self.job_id,
             "user": self.user,
+            "account": self.account,
             "partition": self.partition,
+            "qos_name": self.qos_name,
             "priority": self.priority,
             "site": self.site,
             "age": c_round(self.age),
@@ -555,21 +560,23 @@ def sprio_rows(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: Pri
     # range: PRIORITY [1, ∞) (no upper clamp); SITE/NICE −2^31 for an operator-set multi-partition job
     rows = []
     parts = ordered_partitions(job, cluster)
+    who = {"account": job.account, "qos_name": job.qos}
     for fac in job_priority(job, fairshare, cluster, params, now):
-        if fac.direct and len(parts) == 1:
-            # single partition: sprio gets direct_prio and prints it, with SITE 0 and NICE 0
+        if fac.direct and (len(parts) == 1 or cluster.slurm_version >= (23, 2)):
+            # sprio gets direct_prio and prints it, with SITE 0 and NICE 0: for a job in one partition
+            # always, in each partition of several from 23.02 (_create_prio_factors_obj)
             rows.append(SprioRow(job.job_id, fac.partition, job.user, int(float(fac.priority)), 0,
-                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, ()))
+                                 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, (), **who))
             continue
         if fac.direct:
-            # several partitions: _filter_job copies the zeroed factors (site = nice = 0, i.e. −2^31 once
-            # NICE_OFFSET is taken off) and fills in this partition's factor only
+            # several partitions before 23.02: _filter_job copies the zeroed factors (site = nice = 0,
+            # i.e. −2^31 once NICE_OFFSET is taken off) and fills in this partition's factor only
             part = cluster.partitions.get(fac.partition)
             w_part = wire(partition_factor(part, cluster, params) * float(params.weight_partition))
             site = nice = -NICE_OFFSET
             prio = w_part + float(site) - float(nice)
             rows.append(SprioRow(job.job_id, fac.partition, job.user, _sprio_priority(prio), site,
-                                 0.0, 0.0, 0.0, 0.0, w_part, 0.0, nice, ()))
+                                 0.0, 0.0, 0.0, 0.0, w_part, 0.0, nice, (), **who))
             continue
         w = {k: wire(v) for k, v in fac.weighted.items()}
         tres = tuple((k, wire(v)) for k, v in fac.tres_weighted.items() if v)
@@ -579,7 +586,7 @@ def sprio_rows(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: Pri
             p += v
         rows.append(SprioRow(job.job_id, fac.partition, job.user, _sprio_priority(p), fac.site,
                              w["age"], w["assoc"], w["fairshare"], w["jobsize"], w["partition"], w["qos"],
-                             fac.nice, tres))
+                             fac.nice, tres, **who))
     return rows
 
 
@@ -601,12 +608,19 @@ def sprio(jobs: Iterable[JobInfo], fairshare_of, cluster: ClusterInfo, params: P
     return rows
 
 
-# sprio -l's format: "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N %.20T"
-# (src/sprio/sprio.c); "%.N" = right-justified in N, "%N" = left-justified; both cut to N characters.
+# sprio -l's format (src/sprio/sprio.c), "%.N" = right-justified in N, "%N" = left-justified; both
+# cut to N characters.  22.05: "%.15i %9r %.8u %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10Q %.11N
+# %.20T"; from 23.02 ACCOUNT (%.8o) follows USER and QOSNAME (%.10n) comes before QOS.
 SPRIO_LONG = (("JOBID", 15, True), ("PARTITION", 9, False), ("USER", 8, True), ("PRIORITY", 10, True),
               ("SITE", 10, True), ("AGE", 10, True), ("ASSOC", 10, True), ("FAIRSHARE", 10, True),
               ("JOBSIZE", 10, True), ("PARTITION", 10, True), ("QOS", 10, True), ("NICE", 11, True),
               ("TRES", 20, True))
+SPRIO_LONG_23_02 = (*SPRIO_LONG[:3], ("ACCOUNT", 8, True), *SPRIO_LONG[3:10], ("QOSNAME", 10, True),
+                    *SPRIO_LONG[10:])
+
+
+def sprio_columns(version: tuple[int, int] = (22, 5)):
+    return SPRIO_LONG_23_02 if version >= (23, 2) else SPRIO_LONG
 
 
 def _cell(text: str, width: int, right: bool) -> str:
@@ -615,18 +629,22 @@ def _cell(text: str, width: int, right: bool) -> str:
     return s[:width].ljust(width)
 
 
-def sprio_cells(row: SprioRow) -> list[str]:
+def sprio_cells(row: SprioRow, version: tuple[int, int] = (22, 5)) -> list[str]:
     tres = ",".join(f"{name}={v:.0f}" for name, v in row.tres)
-    return [str(row.job_id), row.partition, row.user, str(row.priority), f"{float(row.site):.0f}",
-            f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
-            f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
+    cells = [str(row.job_id), row.partition, row.user, str(row.priority), f"{float(row.site):.0f}",
+             f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
+             f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
+    if version >= (23, 2):
+        cells = [*cells[:3], row.account, *cells[3:10], row.qos_name, *cells[10:]]
+    return cells
 
 
-def render_sprio(rows: Iterable[SprioRow], header: bool = True) -> str:
-    """``sprio -l`` exactly: same widths, justification, cutting and rounding."""
+def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[int, int] = (22, 5)) -> str:
+    """``sprio -l`` of that Slurm release exactly: same columns, widths, justification, cutting and rounding."""
+    columns = sprio_columns(version)
     lines = []
     if header:
-        lines.append(" ".join(_cell(name, w, r) for name, w, r in SPRIO_LONG))
+        lines.append(" ".join(_cell(name, w, r) for name, w, r in columns))
     for row in rows:
-        lines.append(" ".join(_cell(c, w, r) for c, (_, w, r) in zip(sprio_cells(row), SPRIO_LONG)))
+        lines.append(" ".join(_cell(c, w, r) for c, (_, w, r) in zip(sprio_cells(row, version), columns)))
     return "".join(line + "\n" for line in lines)

@@ -25,7 +25,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from ..priority import (
 )
 from ..sources.jobinfo_cli import JobInfoCli, PriorityInputs, parse_sshare_fairshare
 from ..sources.slurm_cli import SlurmCli
+from ..sources.slurm_text import version_tuple
 from . import positive_float as _positive_float
 
 PRIORITY_INPUTS_VERSION = 1
@@ -396,14 +397,16 @@ def cmd_sprio(args: argparse.Namespace) -> int:
     algorithm = args.algorithm or default_algorithm(cfg)
     result = engine_result(pi.snapshot, algorithm)
     params = PriorityParams.from_config(cfg)
-    rows = sprio(pi.jobs, fairshare_of(result), pi.cluster, params, now)
+    version = version_tuple(cfg.get("slurm_version"))  # (0, 0) when unknown: 22.05's sprio
+    cluster = replace(pi.cluster, slurm_version=version if version != (0, 0) else (22, 5))
+    rows = sprio(pi.jobs, fairshare_of(result), cluster, params, now)
     if args.save_snapshot:
         _save(pi, args.save_snapshot, now)
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_sprio(rows))
+        sys.stdout.write(render_sprio(rows, version=cluster.slurm_version))
     return 0
 
 

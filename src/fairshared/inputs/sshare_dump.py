@@ -35,6 +35,7 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
     header_line = 0
     seen: dict[tuple, int] = {}
     reported: dict[tuple, float] = {}
+    user_lines: list[tuple[int, str, str]] = []
 
     for lineno, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
@@ -78,7 +79,7 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
             while path and path[-1][0] >= depth:
                 path.pop()
             parent = path[-1][1] if path else None
-            if parent is None and associations:
+            if parent is None and accounts:  # only the first account row (root) has none
                 raise InputError(f"account {account!r} has no parent (is the Account column indented?)", where)
             if account in accounts:
                 raise InputError(f"duplicate account {account!r}", where)
@@ -94,8 +95,7 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
                 Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
             )
         else:
-            if account not in accounts:
-                raise InputError(f"user {user!r} names account {account!r}, which no earlier row defines", where)
+            user_lines.append((lineno, user, account))  # its account may come later (see below)
             if not shares_text:
                 raise InputError(f"user {user!r} has no RawShares", where)
             shares = check_shares(shares_text, where)
@@ -117,6 +117,11 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
             )
     if header is None:
         raise InputError("is empty (expected the output of sshare -a -l -P)", name)
+    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
+    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
+    for lineno, user, account in user_lines:
+        if account not in accounts:
+            raise InputError(f"user {user!r} names account {account!r}, which no row defines", f"{name}:{lineno}")
     if not associations:
         raise InputError("has a header but no associations", f"{name}:{header_line}")
     # the dump's row order is the sibling order (see module docstring)
