@@ -155,8 +155,8 @@ def test_sprio_json_classic(capsys, snap):
     got = {r["job_id"]: (r["priority"], r["fairshare"]) for r in doc["jobs"]}
     # classic fair-share points: 3789.29 → 3789, 3968.50 → 3969 (3968.5026 rounds up), 824.69 → 825
     assert got == {101: (5300, 5000), 102: (6789, 3789), 103: (5273, 3969), 104: (3324, 825)}
-    assert set(doc["jobs"][0]) == {"job_id", "user", "partition", "priority", "site", "age", "assoc", "fairshare",
-                                   "jobsize", "partition_factor", "qos", "nice", "tres"}
+    assert set(doc["jobs"][0]) == {"job_id", "user", "account", "partition", "qos_name", "priority", "site", "age",
+                                   "assoc", "fairshare", "jobsize", "partition_factor", "qos", "nice", "tres"}
 
 
 def test_sprio_age_follows_at(capsys, snap):

@@ -157,7 +157,8 @@ def test_whole_priority_by_hand():
                              "partition": 1000.0, "qos": 1000.0}
     assert f[0].priority == 10500
     row = P.sprio_rows(j, 0.75, CLUSTER, WEIGHTS, NOW)[0]
-    assert row.as_json() == {"job_id": 1, "user": "alice", "partition": "high", "priority": 10500, "site": 300,
+    assert row.as_json() == {"job_id": 1, "user": "alice", "account": "phys", "partition": "high", "qos_name": "hi",
+                             "priority": 10500, "site": 300,
                              "age": 500, "assoc": 0, "fairshare": 7500, "jobsize": 250, "partition_factor": 1000,
                              "qos": 1000, "nice": 50, "tres": {}}
 
@@ -181,8 +182,8 @@ def test_operator_set_priority_single_partition():
     assert (f.priority, f.direct, sum(f.weighted.values())) == (12345, True, 0.0)
     row = P.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
     # sprio prints direct_prio and zeroes everything else, SITE and NICE included
-    assert row.as_json() == {"job_id": 1, "user": "alice", "partition": "debug", "priority": 12345, "site": 0,
-                             "age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition_factor": 0,
+    assert row.as_json() == {"job_id": 1, "user": "alice", "account": "phys", "partition": "debug",
+                             "qos_name": "normal", "priority": 12345, "site": 0, "age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition_factor": 0,
                              "qos": 0, "nice": 0, "tres": {}}
 
 
@@ -198,6 +199,23 @@ def test_operator_set_priority_several_partitions_shows_sprios_quirk():
     # SITE is cut to its 10 characters: "-214748364" (as seen live)
     line = P.render_sprio(rows, header=False).splitlines()[0]
     assert line.split()[4] == "-214748364" and line.split()[11] == "-2147483648"
+
+
+def test_operator_set_priority_several_partitions_from_23_02_and_its_columns():
+    from dataclasses import replace
+
+    j = job(partitions=("debug", "high"), priority=5000, direct_set_prio=True)
+    rows = P.sprio_rows(j, 0.9, replace(CLUSTER, slurm_version=(25, 11)), WEIGHTS, NOW)
+    # _create_prio_factors_obj (23.02+) hands sprio direct_prio for each partition (seen on 25.11.7)
+    assert [(r.partition, r.priority, r.site, r.nice, r.partition_factor) for r in rows] == [
+        ("debug", 5000, 0, 0, 0.0), ("high", 5000, 0, 0, 0.0)]
+    text = P.render_sprio(rows, version=(25, 11))
+    # the header of 25.11.7's `sprio -l`, and its row layout: ACCOUNT after USER, QOSNAME before QOS
+    assert text.splitlines()[0].split() == ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE",
+                                            "ASSOC", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOSNAME", "QOS",
+                                            "NICE", "TRES"]
+    assert text.splitlines()[1].split() == ["1", "debug", "alice", "phys", "5000", "0", "0", "0", "0", "0",
+                                            "0", "normal", "0", "0"]
 
 
 def test_multi_partition_rows_and_tier_order():

@@ -42,3 +42,21 @@ def test_apply_many_batches_and_reports_each_job(pending):
     assert [type(r) for r in results] == [type(None), type(None), JobGone, type(None), type(None), type(None)]
     nice = held_values()
     assert [nice[j] for j in pending] == [7, 7, 9, 9, 11]
+
+
+def test_one_read_runs_each_slurm_command_once(pending):
+    """What push mode priority reads (tree, usage, order, config, partitions, nodes, QOS, jobs, sprio
+    facts, sshare's own FairShare): each command once, though several readers ask for the same."""
+    from collections import Counter
+
+    from fairshared.sources.jobinfo_cli import JobInfoCli
+    from fairshared.sources.slurm_cli import SlurmCli
+
+    cli = SlurmCli(env=dict(sc.cluster_env()))
+    pi = JobInfoCli(cli).read(jobs=True, sshare=True)
+    assert {j.job_id for j in pi.jobs} >= set(pending) and pi.slurm_fairshare
+    runs = Counter(what for what, _ in cli.calls)
+    assert runs["scontrol show config"] == runs["scontrol show assoc_mgr"] == runs["sshare -a -l"] == 1, runs
+    assert max(runs.values()) == 1, runs
+    cli.snapshot()  # a new read runs them again
+    assert Counter(what for what, _ in cli.calls)["scontrol show config"] == 2

@@ -421,6 +421,11 @@ class JobInfoCli:
             return None
 
     def read(self, *, jobs: bool = True, sshare: bool = False) -> PriorityInputs:
+        """Everything the job priority needs, in one read: each command runs once (SlurmCli.one_read)."""
+        with self.cli.one_read():
+            return self._read(jobs, sshare)
+
+    def _read(self, jobs: bool, sshare: bool) -> PriorityInputs:
         from dataclasses import replace
 
         raw = self.raw_config()

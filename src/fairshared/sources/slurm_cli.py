@@ -25,6 +25,7 @@ import os
 import subprocess
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer
@@ -55,12 +56,36 @@ class SlurmCli:
     # 22.05 only: the sibling order slurmctld holds, "lft" or "name" (engine.sibling_order), as
     # last seen in its ranks; "lft" (a fresh load) until its ranks tell otherwise
     order_state: str = LFT
+    # inside one_read(): the output of each command already run, by (argv, environment)
+    _memo: dict | None = field(default=None, repr=False)
 
     name = "cli"
 
     # -- running commands ---------------------------------------------------------------------
 
+    @contextmanager
+    def one_read(self):
+        """One read of the cluster: inside it each command runs once, and asking again for the same
+        command (same argv and environment) gets the first answer.  No second load on slurmctld and
+        slurmdbd for what one cycle already read, and every reader of the cycle sees the same text."""
+        outer = self._memo is not None
+        if not outer:
+            self._memo = {}
+        try:
+            yield self
+        finally:
+            if not outer:
+                self._memo = None
+
     def run(self, argv: list[str]) -> str:
+        if self._memo is None:
+            return self._run(argv)
+        key = (tuple(argv), tuple(sorted(self.env.items())) if self.env is not None else None)
+        if key not in self._memo:
+            self._memo[key] = self._run(argv)
+        return self._memo[key]
+
+    def _run(self, argv: list[str]) -> str:
         exe = os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
         what = " ".join(argv[:3])
         t0 = time.monotonic()
@@ -148,6 +173,10 @@ class SlurmCli:
 
         Raises :class:`SourceError` when a read fails or the reads disagree.
         """
+        with self.one_read():
+            return self._snapshot(jobs)
+
+    def _snapshot(self, jobs: bool) -> Snapshot:
         taken = time.time()
         cfg = self.config()
         try:
