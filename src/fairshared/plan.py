@@ -127,6 +127,29 @@ def operator_fixed(job, prev: JobState | None) -> bool:
     return not (prev is not None and prev.ours(job.priority))
 
 
+def candidates(jobs, result: Result, state: PushState, override_fixed: bool, unknown: list, *,
+               ours_fixed: bool):
+    """The jobs every mode plans for, as (job, its push state, its user's factor).
+
+    Skipped: jobs no longer pending or held (priority 0); jobs whose priority an
+    operator fixed, unless ``override_fixed`` (``ours_fixed``: a fixed priority
+    this daemon wrote, per the push state, does not count — priority mode); jobs
+    whose association is unknown, which are appended to ``unknown``.
+    """
+    factors = user_factors(result)
+    for job in jobs:
+        if job.state != "PENDING" or job.priority == 0:
+            continue  # held or no longer pending: leave alone
+        prev = state.jobs.get(job.job_id)
+        if not override_fixed and operator_fixed(job, prev if ours_fixed else None):
+            continue
+        f = job_factor(job, factors)
+        if f is None:
+            unknown.append(job)
+            continue
+        yield job, prev, f
+
+
 def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
          current_site_factor: dict[int, int] | None = None,
          override_fixed: bool = False) -> tuple[list[PushAction], PushState, list[Job]]:
@@ -136,20 +159,12 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     read it (sprio); otherwise the push state's memory stands in for it.
     Jobs with an operator-set priority are left alone unless ``override_fixed``.
     """
-    factors = user_factors(result)
+    if mode not in ("site_factor", "nice"):
+        raise ValueError(f"unknown push mode {mode!r}")
     actions: list[PushAction] = []
     new_state = PushState(mode)
     unknown: list[Job] = []
-    for job in jobs:
-        if job.state != "PENDING" or job.priority == 0:
-            continue  # held or no longer pending: leave alone
-        prev = state.jobs.get(job.job_id)
-        if not override_fixed and operator_fixed(job, prev if mode == "priority" else None):
-            continue
-        f = job_factor(job, factors)
-        if f is None:
-            unknown.append(job)
-            continue
+    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=False):
         c = contribution(weight, f)
         if mode == "site_factor":
             new = clamp(c)
@@ -164,8 +179,6 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
             old = job.nice
             keep = prev.alt if prev is not None and prev.ours(job.nice) else None  # our value before, still ours
             new_state.jobs[job.job_id] = JobState(new, base, keep)
-        else:
-            raise ValueError(f"unknown push mode {mode!r}")
         if new != old:
             actions.append(PushAction(job_id=job.job_id, field=mode, new=new, old=old, contribution=c,
                                       user=job.user, account=job.account, partition=job.partition))
@@ -188,20 +201,10 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
     Setting a priority makes slurmctld reset the job's nice to 0; the owner's
     nice is kept in the push state (``base``) and still subtracted.
     """
-    factors = user_factors(result)
     actions: list[PushAction] = []
     new_state = PushState("priority")
     unknown: list = []
-    for job in jobs:
-        if job.state != "PENDING" or job.priority == 0:
-            continue
-        prev = state.jobs.get(job.job_id)
-        if not override_fixed and operator_fixed(job, prev):
-            continue
-        f = job_factor(job, factors)
-        if f is None:
-            unknown.append(job)
-            continue
+    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=True):
         # the job's factors as slurmctld would compute them with our F; a fixed job's factors are
         # zeroed by Slurm, so compute as if it were not fixed
         # slurmctld resets a job's nice to 0 when its priority is set (seen on a live 22.05.8):
