@@ -69,7 +69,7 @@ def test_signal_storms_never_wedge_the_main_loop(daemon):
 
 
 def test_sighup_with_a_broken_file_keeps_the_old_config(daemon):
-    assert info_labels(daemon)["dry_run"] == '"False"'
+    assert info_labels(daemon)["dry_run"] == '"false"'
     daemon.cfg.write_text('[push]\nmode = "sideways"\n')
     daemon.signal(signal.SIGHUP)
     deadline = time.monotonic() + 10
@@ -78,12 +78,12 @@ def test_sighup_with_a_broken_file_keeps_the_old_config(daemon):
         time.sleep(0.1)
     rejected = [e for e in daemon.log_events() if "reload rejected" in e["event"]][0]
     assert "push.mode" in rejected["error"]
-    assert daemon.proc.poll() is None and info_labels(daemon)["dry_run"] == '"False"'
+    assert daemon.proc.poll() is None and info_labels(daemon)["dry_run"] == '"false"'
     # a good file is taken, and the reload triggers a cycle under the new config
     daemon.cfg.write_text(f'[push]\ndry_run = true\n[state]\ndirectory = "{daemon.cfg.parent}/state"\n')
     daemon.signal(signal.SIGHUP)
     st = daemon.wait_cycle(2)
-    assert info_labels(daemon)["dry_run"] == '"True"' and st["dry_run"] is True
+    assert info_labels(daemon)["dry_run"] == '"true"' and st["dry_run"] is True
 
 
 def test_sigterm_exits_zero_within_seconds(daemon):

@@ -181,11 +181,11 @@ def test_info_and_content_type(metrics):
     s = samples(metrics)
     [(labels, one)] = s["fairshared_info"].items()
     assert one == 1
-    assert dict(labels) == {"algorithm": "fair_tree", "dry_run": "False", "push_mode": "site_factor",
+    assert dict(labels) == {"algorithm": "fair_tree", "dry_run": "false", "push_mode": "site_factor",
                             "source": "test", "version": "9.9.9"}
     metrics.set_info(algorithm="level_based", source="slurm_cli", push_mode="nice", dry_run=True)
     assert dict(next(iter(samples(metrics)["fairshared_info"]))) == {
-        "algorithm": "level_based", "dry_run": "True", "push_mode": "nice", "source": "slurm_cli",
+        "algorithm": "level_based", "dry_run": "true", "push_mode": "nice", "source": "slurm_cli",
         "version": "9.9.9"}
     assert metrics.content_type == CONTENT_TYPE_LATEST
 

@@ -80,16 +80,25 @@ class PushState:
         return PushState(self.mode, jobs)
 
     @classmethod
-    def from_dict(cls, d: dict, mode: str) -> "PushState":
-        if not isinstance(d, dict) or d.get("version") != 1 or d.get("mode") != mode:
-            return cls(mode)  # another mode's memory means nothing here
+    def from_dict(cls, d, mode: str) -> "PushState":
+        """The state saved by :meth:`to_dict`.  Another version's or mode's memory means nothing here
+        (an empty state); a file of this version and mode in any other shape raises ValueError."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a push state is a JSON object, not {type(d).__name__}")
+        if d.get("version") != 1 or d.get("mode") != mode:
+            return cls(mode)
+        raw = d.get("jobs", {})
+        if not isinstance(raw, dict):
+            raise ValueError(f"'jobs' is {type(raw).__name__}, not an object")
         jobs = {}
-        for k, v in (d.get("jobs") or {}).items():
-            try:
-                alt = v.get("alt")
-                jobs[int(k)] = JobState(int(v["value"]), int(v.get("base", 0)), None if alt is None else int(alt))
-            except (KeyError, TypeError, ValueError):
-                continue
+        for k, v in raw.items():
+            if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
+                raise ValueError(f"job {k[:20]!r}: not a job id with an object")
+            vals = [v.get("value"), v.get("base", 0), v.get("alt")]
+            if not all(type(x) is int and -2**32 < x < 2**32 for x in vals[:2]) or \
+                    not (vals[2] is None or type(vals[2]) is int and -2**32 < vals[2] < 2**32):
+                raise ValueError(f"job {k}: values are not integers in range")
+            jobs[int(k)] = JobState(*vals)
         return cls(mode, jobs)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
 from .config import Config
+from . import statefiles
 from .cycle import CycleResult
 from .logs import get_logger
 
@@ -115,49 +115,42 @@ class Runner:
         return self.state_dir / "push-state.json" if self.state_dir else None
 
     def _load_state(self) -> PushState:
+        """The push state on disk; one that cannot be trusted is set aside and logged, never fatal."""
         mode = self.config.push.mode
         f = self.state_file
-        if f is None or not f.exists():
+        if f is None:
             return PushState(mode)
         try:
-            return PushState.from_dict(json.loads(f.read_text()), mode)
-        except (OSError, ValueError) as exc:
-            self.log.warning("push state unreadable, starting afresh", file=str(f), error=str(exc))
+            data = statefiles.read_json(f)
+            return PushState(mode) if data is None else PushState.from_dict(data, mode)
+        except (ValueError, OverflowError, TypeError, OSError) as exc:  # statefiles.Untrusted is a ValueError
+            moved = statefiles.set_aside(f)
+            self.log.error("push state cannot be trusted: set aside, starting afresh", file=str(f),
+                           moved_to=str(moved) if moved else None, error=str(exc)[:300])
             return PushState(mode)
 
     def _save_state(self, state: PushState | None = None) -> bool:
-        f = self.state_file
-        if f is None:
+        if self.state_dir is None:
             return True
-        tmp = f.with_suffix(".tmp")
+        data = json.dumps((state or self.state).to_dict()).encode()
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump((state or self.state).to_dict(), fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, f)
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            statefiles.write_atomic(self.state_dir, "push-state.json", data)
             return True
         except OSError as exc:
-            self.log.error("cannot save push state", file=str(f), error=str(exc))
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+            self.log.error("cannot save push state", file=str(self.state_file), error=str(exc))
             return False
 
     def _write_status(self) -> None:
         """last-cycle.json beside the push state: what `fairshared recompute --signal` waits on."""
         if self.state_dir is None:
             return
-        f = self.state_dir / "last-cycle.json"
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.status()))
-            os.replace(tmp, f)
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            statefiles.write_atomic(self.state_dir, "last-cycle.json", json.dumps(self.status()).encode())
         except OSError as exc:
-            self.log.error("cannot write the status file", file=str(f), error=str(exc))
+            self.log.error("cannot write the status file", file=str(self.state_dir / "last-cycle.json"),
+                           error=str(exc))
 
     # -- the cycle --------------------------------------------------------------------------------
 

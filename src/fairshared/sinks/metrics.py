@@ -57,6 +57,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -178,7 +179,7 @@ class Metrics:
         self.per_job = per_job
         self._lock = threading.Lock()  # serialises writers; readers never take it
         self._view = _View(info=self._info_labels())
-        self._rendered: tuple[_View, bytes] | None = None
+        self._rendered: tuple[_View, str, bytes] | None = None
         self._runtime: CollectorRegistry | None = None
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
@@ -195,10 +196,10 @@ class Metrics:
     def _info_labels(self, algorithm: str = "", source: str = "", push_mode: str = "",
                      dry_run: bool | None = None) -> tuple[tuple[str, str], ...]:
         return (("version", self.version), ("algorithm", algorithm), ("source", source),
-                ("push_mode", push_mode), ("dry_run", "" if dry_run is None else str(bool(dry_run))))
+                ("push_mode", push_mode), ("dry_run", "" if dry_run is None else ("true" if dry_run else "false")))
 
     def set_info(self, *, algorithm: str, source: str, push_mode: str, dry_run: bool) -> None:
-        """The running configuration, as labels of ``fairshared_info`` (dry_run is "True"/"False")."""
+        """The running configuration, as labels of ``fairshared_info`` (dry_run is "true"/"false")."""
         with self._lock:
             self._view = replace(self._view, info=self._info_labels(algorithm, source, push_mode, dry_run))
 
@@ -255,13 +256,25 @@ class Metrics:
             return generate_latest(self.registry)
         return generate_latest(self._runtime) + self._render_view(self._view)
 
-    def _render_view(self, v: _View) -> bytes:
+    def _render_view(self, v: _View, encoder=generate_latest, ctype: str = CONTENT_TYPE_PLAIN_0_0_4) -> bytes:
         cached = self._rendered
-        if cached is not None and cached[0] is v:
-            return cached[1]
-        body = generate_latest(_Fixed(self._families(v)))  # two racing scrapes may both format: harmless
-        self._rendered = (v, body)
+        if cached is not None and cached[0] is v and cached[1] == ctype:
+            return cached[2]
+        body = encoder(_Fixed(self._families(v)))  # two racing scrapes may both format: harmless
+        self._rendered = (v, ctype, body)
         return body
+
+    def negotiate(self, accept: str | None) -> tuple[bytes, str]:
+        """(body, content type) for an ``Accept`` header: prometheus-client's own negotiation, so a
+        Prometheus that asks for OpenMetrics gets it.  fairshared's series are formatted once per
+        view and format (the last one asked for is kept)."""
+        encoder, ctype = choose_encoder(accept or "")
+        if self._runtime is None:
+            return encoder(self.registry), ctype
+        runtime = encoder(self._runtime)
+        if ctype.startswith("application/openmetrics-text"):
+            runtime = runtime.removesuffix(b"# EOF\n")  # one document: a single # EOF, at the end
+        return runtime + self._render_view(self._view, encoder, ctype), ctype
 
     def collect(self) -> Iterator[Metric]:
         return self._families(self._view)  # one read: the whole scrape comes from one view
