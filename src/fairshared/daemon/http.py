@@ -57,7 +57,8 @@ def make_app(ep: Endpoints):
             return send(code, (json.dumps(obj) + "\n").encode(), "application/json")
 
         def unauthorized():
-            return send("401 Unauthorized", b"a valid 'Authorization: Bearer <token>' is required\n", TEXT,
+            body = json.dumps({"error": "a valid 'Authorization: Bearer <token>' is required"}) + "\n"
+            return send("401 Unauthorized", body.encode(), "application/json",
                         [("WWW-Authenticate", 'Bearer realm="fairshared"')])
 
         if path == "/-/recompute":

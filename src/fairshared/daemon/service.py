@@ -340,7 +340,8 @@ class Service:
             except OSError:
                 pass
             os.close(self.pid_fd)
-        signal.set_wakeup_fd(-1)
+        if self._wake_w is not None:
+            signal.set_wakeup_fd(-1)
         for sock in (self._wake_r, self._wake_w):
             if sock is not None:
                 sock.close()
