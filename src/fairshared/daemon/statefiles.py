@@ -37,9 +37,14 @@ class Untrusted(ValueError):
 def check_directory(d: Path) -> None:
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # a file by that name: refused just below
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror or exc}", f"state directory {d}") from None
+    try:
         st = os.stat(d)
     except OSError as exc:
-        raise InputError(f"cannot create or read: {exc.strerror or exc}", f"state directory {d}") from None
+        raise InputError(f"cannot read: {exc.strerror or exc}", f"state directory {d}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise InputError("is not a directory", f"state directory {d}")
     if st.st_uid != os.geteuid():
