@@ -21,6 +21,7 @@ from ..engine import ALGORITHMS
 from ..model import InputError
 
 DEFAULT_PORT = 9817
+DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -236,17 +237,21 @@ __all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_d
 
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     """The bearer token: ``http.token``, or the first line of ``http.token_file`` (a bare file name is
-    looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it).  An empty or
+    looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
+    the credential ``http-token`` when systemd passed one.  An empty or
     unreadable file is an InputError naming it: the daemon never runs open by accident."""
-    if http.token is not None:
-        return http.token
-    if http.token_file is None:
-        return None
     import os
 
     env = os.environ if env is None else env
-    path = Path(http.token_file)
+    if http.token is not None:
+        return http.token
     creds = env.get("CREDENTIALS_DIRECTORY")
+    if http.token_file is None:
+        if creds and Path(creds, DEFAULT_CREDENTIAL).exists():  # the shipped unit's LoadCredential=
+            http = http.model_copy(update={"token_file": DEFAULT_CREDENTIAL})
+        else:
+            return None
+    path = Path(http.token_file)
     if "/" not in http.token_file and creds:
         path = Path(creds) / http.token_file
     try:
