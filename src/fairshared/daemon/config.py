@@ -151,6 +151,12 @@ class HttpConfig(_Strict):
         return self
 
 
+class MetricsConfig(_Strict):
+    per_job: bool | int = Field(True, ge=0)
+    """Per-job series (fairshared_job_*): true = one pair per pending job, false = none, N = at most
+    N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported."""
+
+
 class LoggingConfig(_Strict):
     format: Literal["auto", "json", "console"] = "auto"
     """auto: JSON lines under systemd or when not on a terminal, key=value on a terminal."""
@@ -183,6 +189,7 @@ class Config(_Strict):
     schedule: ScheduleConfig = ScheduleConfig()
     push: PushConfig = PushConfig()
     http: HttpConfig = HttpConfig()
+    metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     state: StateConfig = StateConfig()
 

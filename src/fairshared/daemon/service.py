@@ -104,7 +104,7 @@ class Service:
         if metrics is None:
             from ..sinks.metrics import Metrics
 
-            metrics = Metrics(version=__version__)
+            metrics = Metrics(version=__version__, per_job=config.metrics.per_job)
         self.metrics = metrics
         self.runner = Runner(config, source, updater, metrics, self.state_dir)
         self._set_info()
@@ -248,6 +248,7 @@ class Service:
         if new.http != self.config.http or new.source != self.config.source:
             self.log.warning("http and source settings take effect at the next restart")
         self.config = new
+        self.metrics.per_job = new.metrics.per_job
         self.runner.reconfigure(new)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path)
