@@ -275,3 +275,84 @@ def test_health_turns_after_n_failures(service):
     assert svc.health()[0] is True
     svc.runner.failures += 1
     assert svc.health() == (False, "unhealthy: 5 failed cycles in a row\n")
+
+
+# -- a failing, slow cluster: health, readiness, and SIGTERM with requests queued ------------------
+
+def slow_failing_cluster(tmp_path, seconds: float):
+    """A bin_dir whose every Slurm command takes ``seconds`` and fails: every cycle is pull_failed."""
+    import stat
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("scontrol", "sshare", "sacctmgr", "squeue", "sprio", "sacct"):
+        exe = bin_dir / name
+        exe.write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep({seconds})\n"
+                       f"sys.stderr.write('slurm_load_ctl_conf error: Unable to contact slurm controller\\n')\n"
+                       f"sys.exit(1)\n")
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def get_status(d, path):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(d.url + path, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:  # not listening yet
+        return 0, b""
+
+
+def test_unhealthy_after_n_failed_cycles_and_never_ready(tmp_path):
+    bin_dir = slow_failing_cluster(tmp_path, 0)
+    cfg = write_config(tmp_path / "fs.toml", f'[source]\nkind = "cli"\nbin_dir = "{bin_dir}"\n'
+                                             f'[schedule]\nmax_backoff = 0.3\n[http]\nunhealthy_after = 3\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--config", str(cfg), "--period", "0.2")
+    try:
+        wait_until(lambda: get_status(d, "/-/ready")[0] == 503, 30)
+        wait_until(lambda: get_status(d, "/-/healthy")[0] == 503, 30)
+        code, body = get_status(d, "/-/healthy")
+        st = d.status()
+        assert code == 503 and body.startswith(b"unhealthy: ") and st["consecutive_failures"] >= 3
+        assert st["outcome"] == "pull_failed" and get_status(d, "/-/ready") == (
+            503, b"not ready: no cycle has computed a result yet\n")
+    finally:
+        d.stop()
+
+
+def test_sigterm_with_requests_queued_runs_no_further_cycle(tmp_path):
+    bin_dir = slow_failing_cluster(tmp_path, 2)
+    cfg = write_config(tmp_path / "fs.toml", f'[source]\nkind = "cli"\nbin_dir = "{bin_dir}"\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--config", str(cfg), "--period", "3600")
+    try:
+        wait_until(lambda: get_status(d, "/-/healthy")[0] == 200, 30)
+        answers = []
+
+        def post():
+            answers.append(d.post("/-/recompute", timeout=60)[0])
+
+        threads = [threading.Thread(target=post) for _ in range(40)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: answers.count(202) == 38, 20)  # 2 wait, 38 were answered at once
+        t0 = time.monotonic()
+        assert d.stop(timeout=40) == 0
+        took = time.monotonic() - t0
+        for t in threads:
+            t.join(10)
+    finally:
+        if d.proc.poll() is None:
+            d.stop()
+    events = [json.loads(line)["event"] for line in d.log_path.read_text().splitlines()]
+    cycles_after_stop = events[events.index("stopping"):].count("cycle")
+    assert events.count("cycle") <= 2 and cycles_after_stop <= 1  # at most the one running at SIGTERM
+    assert events[-1] == "stopped" and took < 30
+    # the two that waited for the pending cycle were told it will not run
+    assert sorted(answers) == [202] * 38 + [503, 503]
