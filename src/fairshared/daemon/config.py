@@ -125,7 +125,7 @@ class HttpConfig(_Strict):
     the process's file-descriptor limit, so a cycle always has descriptors left)."""
     backlog: int = Field(128, ge=1, le=65535)
     """The listen backlog."""
-    timeout: int = Field(30, ge=1, le=3600)
+    timeout: int = Field(10, ge=1, le=3600)
     """Seconds a connection may be idle (nothing received, no request in progress) before it is closed."""
     recompute_wait: float = Field(300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
