@@ -6,7 +6,13 @@ signals and pings the systemd watchdog:
 
 * SIGUSR1 — run one cycle now;
 * SIGHUP  — reload the config file (a bad file is rejected, the old config kept);
-* SIGTERM/SIGINT — let a running cycle finish (or abandon it after 20 s) and exit 0.
+* SIGTERM/SIGINT — start no further cycle (queued requests are dropped, waiting HTTP
+  callers answered 503), let a running cycle finish (or abandon it after STOP_GRACE),
+  stop the HTTP server and exit 0.
+
+Requests for a cycle (SIGUSR1, POST /-/recompute, a reload) merge into at most one pending
+cycle (requests.py).  The HTTP server (httpserver.py, waitress) runs in its own thread on a
+socket bound before anything starts; start-up failures are InputError: one line, exit 2.
 """
 
 from __future__ import annotations
