@@ -180,7 +180,11 @@ class Service:
         """Ask for a cycle now (after a cycle in progress); requests merge into one pending cycle."""
         if self.scheduler is None or self.stopping.is_set():
             return False
-        return self.requests.request(reason)
+        try:
+            return self.requests.request(reason)
+        except Exception as exc:  # the scheduler is shutting down under us: nothing to queue
+            self.log.warning("cycle request dropped", reason=reason, error=str(exc))
+            return False
 
     def _submit(self, reason: str) -> None:
         self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None)
