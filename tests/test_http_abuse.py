@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -356,3 +357,57 @@ def test_sigterm_with_requests_queued_runs_no_further_cycle(tmp_path):
     assert events[-1] == "stopped" and took < 30
     # the two that waited for the pending cycle were told it will not run
     assert sorted(answers) == [202] * 38 + [503, 503]
+
+
+def test_idle_connections_under_a_low_fd_limit_leave_cycles_and_cpu_alone(tmp_path):
+    """The issue's case: ``ulimit -n 64`` and 63 idle connections.  The server stops accepting at
+    half the limit, so a cycle still gets its descriptors, and nothing spins."""
+    import resource
+    import signal as sig
+
+    port = free_port()
+    cfg = write_config(tmp_path / "fs.toml", f'[http]\ntimeout = 30\n[state]\ndirectory = "{tmp_path}/state"\n')
+    log = open(tmp_path / "daemon.log", "w")
+    proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--period", "3600", "--config", str(cfg),
+                                                 "--listen", f"127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    idle = []
+    try:
+        deadline = time.monotonic() + 30
+        while b"ok\n" not in (raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+                              if _listening(port) else b""):
+            assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "daemon.log").read_text()
+            time.sleep(0.2)
+        for _ in range(63):
+            idle.append(socket.create_connection(("127.0.0.1", port)))
+        time.sleep(1)
+        cpu0 = _cpu_seconds(proc.pid)
+        proc.send_signal(sig.SIGUSR1)  # a cycle while the connections are held
+        time.sleep(3)
+        cpu = _cpu_seconds(proc.pid) - cpu0
+        events = [json.loads(line) for line in (tmp_path / "daemon.log").read_text().splitlines()]
+        cycles = [e for e in events if e["event"] == "cycle"]
+        assert [c["outcome"] for c in cycles] == ["success", "success"], events[-3:]
+        assert cpu < 1.0, f"{cpu:.2f} s of CPU in 3 s: the loop spins"
+        assert not any("Too many open files" in json.dumps(e) for e in events)
+        assert proc.poll() is None
+    finally:
+        for s in idle:
+            s.close()
+        proc.send_signal(sig.SIGTERM)
+        assert proc.wait(40) == 0
+        log.close()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
