@@ -411,3 +411,17 @@ def _listening(port: int) -> bool:
 def _cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("http, listen, needles", [
+    ('token_file = "{tmp}/empty"', None, ["http.token_file", "empty"]),
+    ('token_file = "{tmp}/missing"', None, ["http.token_file", "No such file"]),
+    ('token = ""', None, ["http.token", "at least 1 character"]),
+    ("", "0.0.0.0:{port}", ["--listen", "is not loopback", "allow_unauthenticated"]),
+])
+def test_authentication_mistakes_stop_the_start_in_one_line(tmp_path, http, listen, needles):
+    (tmp_path / "empty").write_text("\n")
+    cfg = write_config(tmp_path / "fs.toml", "[http]\n" + http.format(tmp=tmp_path) + "\n"
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    args = ["--config", str(cfg)] + (["--listen", listen.format(port=free_port())] if listen else [])
+    assert_one_line(run_fails(*args), *needles)
