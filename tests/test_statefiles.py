@@ -113,3 +113,19 @@ def test_a_world_writable_state_directory_stops_the_daemon_in_one_line(tmp_path)
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "writable by others" in res.stderr and str(d) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_write_atomic_fsyncs_the_file_then_the_directory(tmp_path, monkeypatch):
+    import stat
+
+    synced = []
+    real = os.fsync
+
+    def record(fd):
+        st = os.fstat(fd)
+        synced.append("dir" if stat.S_ISDIR(st.st_mode) else f"file:{st.st_size}")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    statefiles.write_atomic(tmp_path, "s.json", b"12345")
+    assert synced == ["file:5", "dir"]  # the data before the rename, the rename itself after
