@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,8 +21,12 @@ def free_port() -> int:
 
 
 def fairshared_argv() -> list[str]:
-    exe = shutil.which("fairshared")
-    return [exe] if exe else [sys.executable, "-m", "fairshared"]
+    # the interpreter running the tests, not whatever `fairshared` is first on $PATH (a pyenv shim
+    # can lead to another checkout's install)
+    beside = Path(sys.executable).parent / "fairshared"
+    if beside.exists():
+        return [str(beside)]
+    return [sys.executable, "-m", "fairshared"]
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from daemon_proc import fairshared_argv
 from test_inputs import DUMP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +18,7 @@ KEYS = ["account", "user", "parent", "partition", "raw_shares", "norm_shares", "
 
 
 def fairshared(*args, stdin=None):
-    exe = shutil.which("fairshared")
-    argv = [exe] if exe else [sys.executable, "-m", "fairshared"]
+    argv = fairshared_argv()  # this interpreter's fairshared, not a PATH shim's (daemon_proc.py)
     return subprocess.run(argv + list(args), input=stdin, capture_output=True, text=True, timeout=60)
 
 

@@ -28,6 +28,12 @@ def test_shipped_example_is_valid_and_means_the_defaults():
     ('[sources]\nkind = "cli"\n', "sources: unknown key"),
     ('[push]\nmode = "nice"\ncolour = 1\n', "push.colour: unknown key"),
     ('[push\n', "is not valid TOML"),
+    ('[http]\ntoken = ""\n', "http.token: String should have at least 1 character"),
+    ('[http]\nlisten = "0.0.0.0:9817"\n', "http: listen '0.0.0.0:9817' is not loopback"),
+    ('[http]\nlisten = "[::]:9817"\n', "is not loopback: set token_file (or token), or allow_unauthenticated"),
+    ('[http]\ntoken = "a"\ntoken_file = "b"\n', "set token or token_file, not both"),
+    ('[http]\nlisten = "::1:80"\n', "write an IPv6 address in brackets"),
+    ('[http]\nmax_connections = 0\n', "http.max_connections"),
 ])
 def test_bad_config_names_file_and_key(tmp_path, text, message):
     p = tmp_path / "bad.toml"
@@ -40,3 +46,34 @@ def test_bad_config_names_file_and_key(tmp_path, text, message):
 def test_listen_parsing():
     assert parse_listen("127.0.0.1:9817") == ("127.0.0.1", 9817)
     assert parse_listen("[::1]:80") == ("::1", 80)
+    for bad in ("[::1:80", "[nope]:80", "127.0.0.1", ":80"):
+        with pytest.raises(ValueError):
+            parse_listen(bad)
+
+
+def test_non_loopback_listen_needs_a_token_or_an_explicit_yes():
+    from fairshared.daemon.config import config_from_dict
+
+    assert config_from_dict({"http": {"listen": "[::1]:80"}}).http.listen == "[::1]:80"
+    assert config_from_dict({"http": {"listen": "localhost:80"}}).http.token is None
+    for extra in ({"token": "t"}, {"token_file": "/x"}, {"allow_unauthenticated": True}):
+        assert config_from_dict({"http": {"listen": "10.0.0.1:9817", **extra}}).http.listen == "10.0.0.1:9817"
+
+
+def test_token_file_and_systemd_credential(tmp_path):
+    from fairshared.daemon.config import HttpConfig, resolve_token
+
+    (tmp_path / "tok").write_text("  s3cret  \nignored\n")
+    assert resolve_token(HttpConfig(token_file=str(tmp_path / "tok")), env={}) == "s3cret"
+    # a bare name is a systemd credential; with no key at all, the shipped unit's "http-token" is used
+    (tmp_path / "http-token").write_text("from-systemd\n")
+    env = {"CREDENTIALS_DIRECTORY": str(tmp_path)}
+    assert resolve_token(HttpConfig(token_file="tok"), env=env) == "s3cret"
+    assert resolve_token(HttpConfig(), env=env) == "from-systemd"
+    assert resolve_token(HttpConfig(), env={}) is None
+    assert resolve_token(HttpConfig(token="inline"), env=env) == "inline"
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(InputError, match="empty"):
+        resolve_token(HttpConfig(token_file=str(tmp_path / "empty")), env={})
+    with pytest.raises(InputError, match=r"http.token_file .*missing: cannot read the token"):
+        resolve_token(HttpConfig(token_file=str(tmp_path / "missing")), env={})

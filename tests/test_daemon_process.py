@@ -69,7 +69,7 @@ def test_signal_storms_never_wedge_the_main_loop(daemon):
 
 
 def test_sighup_with_a_broken_file_keeps_the_old_config(daemon):
-    assert info_labels(daemon)["dry_run"] == '"False"'
+    assert info_labels(daemon)["dry_run"] == '"false"'
     daemon.cfg.write_text('[push]\nmode = "sideways"\n')
     daemon.signal(signal.SIGHUP)
     deadline = time.monotonic() + 10
@@ -78,12 +78,12 @@ def test_sighup_with_a_broken_file_keeps_the_old_config(daemon):
         time.sleep(0.1)
     rejected = [e for e in daemon.log_events() if "reload rejected" in e["event"]][0]
     assert "push.mode" in rejected["error"]
-    assert daemon.proc.poll() is None and info_labels(daemon)["dry_run"] == '"False"'
+    assert daemon.proc.poll() is None and info_labels(daemon)["dry_run"] == '"false"'
     # a good file is taken, and the reload triggers a cycle under the new config
     daemon.cfg.write_text(f'[push]\ndry_run = true\n[state]\ndirectory = "{daemon.cfg.parent}/state"\n')
     daemon.signal(signal.SIGHUP)
     st = daemon.wait_cycle(2)
-    assert info_labels(daemon)["dry_run"] == '"True"' and st["dry_run"] is True
+    assert info_labels(daemon)["dry_run"] == '"true"' and st["dry_run"] is True
 
 
 def test_sigterm_exits_zero_within_seconds(daemon):
@@ -113,8 +113,10 @@ def test_http_recompute_and_the_recompute_command(daemon):
 
 
 def test_recompute_token(tmp_path):
-    cfg = write_config(tmp_path / "fs.toml",
-                       f'[http]\ntoken = "s3cret"\n[state]\ndirectory = "{tmp_path}/state"\n')
+    tok = tmp_path / "token"
+    tok.write_text("s3cret\n")
+    cfg = write_config(tmp_path / "fs.toml", f'[http]\ntoken_file = "{tok}"\ntoken_for_reads = true\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
     d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg))
     try:
         d.wait_ready()
@@ -122,6 +124,31 @@ def test_recompute_token(tmp_path):
         assert d.post("/-/recompute", token="wrong")[0] == 401
         code, st = d.post("/-/recompute", token="s3cret")
         assert code == 200 and st["outcome"] == "success"
+        # token_for_reads: /metrics and /-/status need it, the probes do not
+        import urllib.error
+        import urllib.request
+        for path in ("/metrics", "/-/status"):
+            with pytest.raises(urllib.error.HTTPError) as exc:
+                d.get(path)
+            assert exc.value.code == 401
+            req = urllib.request.Request(d.url + path, headers={"Authorization": "Bearer s3cret"})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                assert r.status == 200
+        assert d.get("/-/healthy") == b"ok\n"
+        # the recompute command: never the token in argv; a file or the environment
+        base = fairshared_argv() + ["recompute", "--url", d.url]
+        argv = subprocess.run(base + ["--token", "s3cret"], capture_output=True, text=True, timeout=60)
+        assert argv.returncode == 2 and "process list" in argv.stderr and "Traceback" not in argv.stderr
+        by_file = subprocess.run(base + ["--token-file", str(tok)], capture_output=True, text=True, timeout=60)
+        assert by_file.returncode == 0 and json.loads(by_file.stdout)["outcome"] == "success", by_file.stderr
+        env = {**__import__("os").environ, "FAIRSHARED_TOKEN": "s3cret"}
+        by_env = subprocess.run(base, capture_output=True, text=True, timeout=60, env=env)
+        assert by_env.returncode == 0, by_env.stderr
+        by_cfg = subprocess.run(base + ["--config", str(cfg)], capture_output=True, text=True, timeout=60)
+        assert by_cfg.returncode == 0, by_cfg.stderr
+        none = subprocess.run(base, capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in env.items() if k != "FAIRSHARED_TOKEN"})
+        assert none.returncode == 1 and "HTTP 401" in none.stderr
     finally:
         d.stop()
 

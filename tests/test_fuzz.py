@@ -30,9 +30,7 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tomllib
 from collections import Counter
 from datetime import date, datetime, time as dtime, timezone
@@ -42,6 +40,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
+from daemon_proc import fairshared_argv
 from fairshared import cli
 from fairshared.daemon.config import Config, config_from_dict, load_config
 from fairshared.daemon.runner import Runner
@@ -107,8 +106,7 @@ def check_cli_outcome(rc: int, out: str, err: str, kind: str) -> None:
 
 
 def fairshared_process(*args: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("fairshared")
-    argv = [exe] if exe else [sys.executable, "-m", "fairshared"]
+    argv = fairshared_argv()  # this interpreter's fairshared, not a PATH shim's (daemon_proc.py)
     return subprocess.run(argv + list(args), capture_output=True, timeout=60)
 
 

@@ -34,14 +34,13 @@ import ast
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from daemon_proc import fairshared_argv
 import fake_slurm_bin as fsb
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
@@ -360,8 +359,7 @@ def test_sshare_fallback_passes_a_hostile_cluster_name_as_one_key_value(cluster,
 # --- the command line ------------------------------------------------------------------------------------
 
 def fairshared(bindir: Path, *args: str) -> subprocess.CompletedProcess:
-    exe = shutil.which("fairshared")
-    argv = [exe] if exe else [sys.executable, "-m", "fairshared"]
+    argv = fairshared_argv()  # this interpreter's fairshared, not a PATH shim's (daemon_proc.py)
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
     return subprocess.run(argv + list(args), capture_output=True, text=True, timeout=120, env=env)
 

@@ -181,11 +181,11 @@ def test_info_and_content_type(metrics):
     s = samples(metrics)
     [(labels, one)] = s["fairshared_info"].items()
     assert one == 1
-    assert dict(labels) == {"algorithm": "fair_tree", "dry_run": "False", "push_mode": "site_factor",
+    assert dict(labels) == {"algorithm": "fair_tree", "dry_run": "false", "push_mode": "site_factor",
                             "source": "test", "version": "9.9.9"}
     metrics.set_info(algorithm="level_based", source="slurm_cli", push_mode="nice", dry_run=True)
     assert dict(next(iter(samples(metrics)["fairshared_info"]))) == {
-        "algorithm": "level_based", "dry_run": "True", "push_mode": "nice", "source": "slurm_cli",
+        "algorithm": "level_based", "dry_run": "true", "push_mode": "nice", "source": "slurm_cli",
         "version": "9.9.9"}
     assert metrics.content_type == CONTENT_TYPE_LATEST
 
@@ -360,6 +360,44 @@ def test_per_job_off_and_a_shared_registry():
     assert value(s, "fairshared_planned_updates") == 2
     assert not any(n.startswith(("process_", "python_")) for n in s)  # a caller's registry gets ours only
     assert any(n.startswith("process_") for n in samples(Metrics(version="1")))
+
+
+def test_per_job_cap_and_pending_job_aggregates():
+    many = [Job(200 + i, f"u{1 + i % 2}", "a", "debug") for i in range(10)] + [Job(300, "u4", "b", "gpu"),
+                                                                                Job(301, "u3", "b", "x",
+                                                                                    state="RUNNING")]
+    acts = [PushAction(j.job_id, "site_factor", 5, None, 5, j.user, j.account, j.partition) for j in many[:11]]
+    capped = Metrics(version="1", per_job=3, registry=CollectorRegistry())
+    capped.publish(cycle(1, jobs=many, actions=acts))
+    s = samples(capped)
+    assert sorted(by_job(s["fairshared_job_pushed_value"])) == ["200", "201", "202"]  # the lowest ids
+    assert value(s, "fairshared_dropped_job_series") == 8
+    # aggregates: pending jobs only (301 runs), bounded by the associations, not the queue
+    assert s["fairshared_user_pending_jobs"] == {
+        (("account", "a"), ("user", "u1")): 5.0, (("account", "a"), ("user", "u2")): 5.0,
+        (("account", "b"), ("user", "u4")): 1.0}
+    assert s["fairshared_account_pending_jobs"] == {(("account", "a"),): 10.0, (("account", "b"),): 1.0}
+    off = Metrics(version="1", per_job=False, registry=CollectorRegistry())
+    off.publish(cycle(1, jobs=many, actions=acts))
+    s = samples(off)
+    assert "fairshared_job_pushed_value" not in s and value(s, "fairshared_dropped_job_series") == 0
+    assert value(s, "fairshared_account_pending_jobs", account="a") == 10
+    full = Metrics(version="1", registry=CollectorRegistry())
+    full.publish(cycle(1, jobs=many, actions=acts))
+    assert len(samples(full)["fairshared_job_pushed_value"]) == 11
+
+
+def test_openmetrics_negotiation_is_one_valid_document(metrics):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
+
+    metrics.publish(cycle(1))
+    body, ctype = metrics.negotiate("application/openmetrics-text; version=1.0.0")
+    assert ctype.startswith("application/openmetrics-text; version=1.0.0")
+    names = {f.name for f in om_families(body.decode())}  # raises on a second # EOF or a bad line
+    assert {"fairshared_info", "fairshared_cycles", "fairshared_association_fairshare",
+            "process_cpu_seconds"} <= names
+    text, ctype = metrics.negotiate("text/plain")
+    assert ctype.startswith("text/plain") and b"# EOF" not in text and b'fairshared_cycles_total{outcome="success"} 1.0' in text
 
 
 def test_render_is_consistent_while_publishing():

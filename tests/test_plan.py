@@ -97,3 +97,31 @@ def test_state_of_another_mode_is_ignored():
 def test_contribution_rounds_and_ignores_nan():
     assert contribution(10000, 0.33333) == 3333 and contribution(3, 0.5) == 2
     assert contribution(100, float("nan")) == 0
+
+
+def test_each_push_mode_is_one_object_with_its_own_after_push_rule(result):
+    from fairshared.push_modes import MODES, PlanInputs, mode_for
+
+    assert set(MODES) == {"site_factor", "nice", "priority", "off"}
+    assert [m for m in MODES if MODES[m].strict_write_ahead] == ["nice", "priority"]
+    assert [m for m in MODES if MODES[m].job_details] == ["priority"]
+    inputs = PlanInputs(jobs=[job(1, nice=5), job(2, "idle", nice=0)], result=result, weight=3000,
+                        override_fixed=False, now=0)
+    nice = mode_for("nice")
+    before = PushState("nice")
+    planned = nice.plan(inputs, before)
+    assert [(a.job_id, a.old, a.new) for a in planned.actions] == [(1, 5, 5 - 1000), (2, 0, -3000)]
+    ahead = before.write_ahead(planned.actions, planned.state)
+    # job 2's update failed: in nice mode both values stay ours anyway
+    after = nice.after_push(before, ahead, planned.state, planned.actions, failed={2})
+    assert after.jobs[2].ours(0) and after.jobs[2].ours(-3000) and after.jobs[2].base == 0
+    # site_factor forgets what did not land
+    sf = mode_for("site_factor")
+    planned = sf.plan(inputs, PushState("site_factor"))
+    after = sf.after_push(PushState("site_factor"), PushState("site_factor"), planned.state,
+                          planned.actions, failed={2})
+    assert set(after.jobs) == {1} and after.jobs[1].value == 1000
+    off = mode_for("off").plan(inputs, before)
+    assert off.actions == [] and off.state is before
+    with pytest.raises(ValueError, match="unknown push mode"):
+        mode_for("bogus")

@@ -366,6 +366,9 @@ def test_unit_declares_what_the_daemon_expects():
     assert s["CapabilityBoundingSet"] == [""] and s["AmbientCapabilities"] == [""]
     assert s["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
     assert "ReadWritePaths" not in s  # StateDirectory=/RuntimeDirectory= are writable by themselves
+    # config.resolve_token(): the credential the daemon looks for when no token key is set
+    from fairshared.daemon.config import DEFAULT_CREDENTIAL
+    assert s["LoadCredential"] == [f"{DEFAULT_CREDENTIAL}:/etc/fairshared/{DEFAULT_CREDENTIAL}"]
 
 
 def test_unit_execstart_is_a_valid_command_line():

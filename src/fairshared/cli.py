@@ -91,6 +91,26 @@ def cmd_run(args: argparse.Namespace) -> int:
                listen=args.listen)
 
 
+def recompute_token(args: argparse.Namespace, cfg) -> str | None:
+    """--token-file, else $FAIRSHARED_TOKEN, else the daemon's own (http.token / http.token_file).
+    Never from the command line: argv is readable by every user of the host (ps, /proc)."""
+    import os
+
+    from .daemon.config import resolve_token
+
+    if args.token is not None:
+        raise InputError("--token would put the secret in the process list: use --token-file FILE "
+                         "or $FAIRSHARED_TOKEN")
+    if args.token_file:
+        return resolve_token(cfg.http.model_copy(update={"token": None, "token_file": args.token_file}))
+    env = os.environ.get("FAIRSHARED_TOKEN")
+    if env is not None:
+        if not env.strip():
+            raise InputError("$FAIRSHARED_TOKEN is empty")
+        return env.strip()
+    return resolve_token(cfg.http)
+
+
 def cmd_recompute(args: argparse.Namespace) -> int:
     import json
     import os
@@ -130,13 +150,16 @@ def cmd_recompute(args: argparse.Namespace) -> int:
         status = json.loads(status_file.read_text())
     else:
         url = (args.url or f"http://{cfg.http.listen}").rstrip("/") + "/-/recompute"
-        token = args.token or cfg.http.token or os.environ.get("FAIRSHARED_TOKEN")
+        token = recompute_token(args, cfg)
         req = urllib.request.Request(url, data=b"", method="POST")
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, timeout=args.timeout) as resp:
                 status = json.loads(resp.read())
+                if resp.status == 202:  # merged into the pending cycle; too many callers wait already
+                    print(json.dumps(status, indent=1))
+                    return 0
         except urllib.error.HTTPError as exc:
             print(f"fairshared: error: {url}: HTTP {exc.code} {exc.read().decode(errors='replace').strip()}",
                   file=sys.stderr)
@@ -215,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="compute and report what would be pushed; push nothing")
     r.add_argument("--period", type=_positive_float, metavar="SECONDS",
                    help="seconds between cycles (default: the cluster's PriorityCalcPeriod)")
-    r.add_argument("--listen", metavar="HOST:PORT", help="metrics/HTTP address (default 127.0.0.1:9817)")
+    r.add_argument("--listen", metavar="HOST:PORT", help="metrics/HTTP address, [IPV6]:PORT for IPv6 (default "
+                   "127.0.0.1:9817; not loopback: needs http.token_file or http.allow_unauthenticated)")
     r.set_defaults(func=cmd_run)
 
     q = sub.add_parser(
@@ -227,7 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--config", metavar="FILE", help="the daemon's TOML configuration (for its address and token)")
     q.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
-    q.add_argument("--token", help="bearer token (default: http.token from the config, or $FAIRSHARED_TOKEN)")
+    q.add_argument("--token-file", metavar="FILE",
+                   help="file whose first line is the bearer token (default: $FAIRSHARED_TOKEN, else the "
+                   "config's http.token_file or http.token)")
+    q.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     q.add_argument("--signal", action="store_true", help="use SIGUSR1 and the pid/status files instead of HTTP")
     q.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS")
     q.set_defaults(func=cmd_recompute)

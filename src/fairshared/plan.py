@@ -80,16 +80,25 @@ class PushState:
         return PushState(self.mode, jobs)
 
     @classmethod
-    def from_dict(cls, d: dict, mode: str) -> "PushState":
-        if not isinstance(d, dict) or d.get("version") != 1 or d.get("mode") != mode:
-            return cls(mode)  # another mode's memory means nothing here
+    def from_dict(cls, d, mode: str) -> "PushState":
+        """The state saved by :meth:`to_dict`.  Another version's or mode's memory means nothing here
+        (an empty state); a file of this version and mode in any other shape raises ValueError."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a push state is a JSON object, not {type(d).__name__}")
+        if d.get("version") != 1 or d.get("mode") != mode:
+            return cls(mode)
+        raw = d.get("jobs", {})
+        if not isinstance(raw, dict):
+            raise ValueError(f"'jobs' is {type(raw).__name__}, not an object")
         jobs = {}
-        for k, v in (d.get("jobs") or {}).items():
-            try:
-                alt = v.get("alt")
-                jobs[int(k)] = JobState(int(v["value"]), int(v.get("base", 0)), None if alt is None else int(alt))
-            except (KeyError, TypeError, ValueError):
-                continue
+        for k, v in raw.items():
+            if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
+                raise ValueError(f"job {k[:20]!r}: not a job id with an object")
+            vals = [v.get("value"), v.get("base", 0), v.get("alt")]
+            if not all(type(x) is int and -2**32 < x < 2**32 for x in vals[:2]) or \
+                    not (vals[2] is None or type(vals[2]) is int and -2**32 < vals[2] < 2**32):
+                raise ValueError(f"job {k}: values are not integers in range")
+            jobs[int(k)] = JobState(*vals)
         return cls(mode, jobs)
 
 
@@ -127,6 +136,29 @@ def operator_fixed(job, prev: JobState | None) -> bool:
     return not (prev is not None and prev.ours(job.priority))
 
 
+def candidates(jobs, result: Result, state: PushState, override_fixed: bool, unknown: list, *,
+               ours_fixed: bool):
+    """The jobs every mode plans for, as (job, its push state, its user's factor).
+
+    Skipped: jobs no longer pending or held (priority 0); jobs whose priority an
+    operator fixed, unless ``override_fixed`` (``ours_fixed``: a fixed priority
+    this daemon wrote, per the push state, does not count — priority mode); jobs
+    whose association is unknown, which are appended to ``unknown``.
+    """
+    factors = user_factors(result)
+    for job in jobs:
+        if job.state != "PENDING" or job.priority == 0:
+            continue  # held or no longer pending: leave alone
+        prev = state.jobs.get(job.job_id)
+        if not override_fixed and operator_fixed(job, prev if ours_fixed else None):
+            continue
+        f = job_factor(job, factors)
+        if f is None:
+            unknown.append(job)
+            continue
+        yield job, prev, f
+
+
 def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
          current_site_factor: dict[int, int] | None = None,
          override_fixed: bool = False) -> tuple[list[PushAction], PushState, list[Job]]:
@@ -136,20 +168,12 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     read it (sprio); otherwise the push state's memory stands in for it.
     Jobs with an operator-set priority are left alone unless ``override_fixed``.
     """
-    factors = user_factors(result)
+    if mode not in ("site_factor", "nice"):
+        raise ValueError(f"unknown push mode {mode!r}")
     actions: list[PushAction] = []
     new_state = PushState(mode)
     unknown: list[Job] = []
-    for job in jobs:
-        if job.state != "PENDING" or job.priority == 0:
-            continue  # held or no longer pending: leave alone
-        prev = state.jobs.get(job.job_id)
-        if not override_fixed and operator_fixed(job, prev if mode == "priority" else None):
-            continue
-        f = job_factor(job, factors)
-        if f is None:
-            unknown.append(job)
-            continue
+    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=False):
         c = contribution(weight, f)
         if mode == "site_factor":
             new = clamp(c)
@@ -164,8 +188,6 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
             old = job.nice
             keep = prev.alt if prev is not None and prev.ours(job.nice) else None  # our value before, still ours
             new_state.jobs[job.job_id] = JobState(new, base, keep)
-        else:
-            raise ValueError(f"unknown push mode {mode!r}")
         if new != old:
             actions.append(PushAction(job_id=job.job_id, field=mode, new=new, old=old, contribution=c,
                                       user=job.user, account=job.account, partition=job.partition))
@@ -188,20 +210,10 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
     Setting a priority makes slurmctld reset the job's nice to 0; the owner's
     nice is kept in the push state (``base``) and still subtracted.
     """
-    factors = user_factors(result)
     actions: list[PushAction] = []
     new_state = PushState("priority")
     unknown: list = []
-    for job in jobs:
-        if job.state != "PENDING" or job.priority == 0:
-            continue
-        prev = state.jobs.get(job.job_id)
-        if not override_fixed and operator_fixed(job, prev):
-            continue
-        f = job_factor(job, factors)
-        if f is None:
-            unknown.append(job)
-            continue
+    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=True):
         # the job's factors as slurmctld would compute them with our F; a fixed job's factors are
         # zeroed by Slurm, so compute as if it were not fixed
         # slurmctld resets a job's nice to 0 when its priority is set (seen on a live 22.05.8):

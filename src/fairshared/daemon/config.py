@@ -10,16 +10,51 @@ See deploy/fairshared.toml for a commented example.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..engine import ALGORITHMS
 from ..model import InputError
 
 DEFAULT_PORT = 9817
+DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPV6]:PORT`` → (host, port); raises ValueError naming what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError(f"{text!r} is not HOST:PORT ([IPV6]:PORT for IPv6)")
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address") from None
+    elif ":" in host:
+        raise ValueError(f"{text!r}: write an IPv6 address in brackets, [{host}]:{port}")
+    try:
+        p = int(port)
+    except ValueError:
+        raise ValueError(f"port {port!r} is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ValueError(f"port {p} is out of range")
+    return host, p
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Strict(BaseModel):
@@ -75,15 +110,51 @@ class PushConfig(_Strict):
 
 class HttpConfig(_Strict):
     listen: str = f"127.0.0.1:{DEFAULT_PORT}"
-    """HOST:PORT for /metrics, /-/healthy, /-/status and POST /-/recompute."""
-    token: str | None = None
-    """If set, POST /-/recompute requires 'Authorization: Bearer <token>'."""
+    """HOST:PORT for /metrics, /-/healthy, /-/ready, /-/status and POST /-/recompute; IPv6 as [::1]:PORT."""
+    token: str | None = Field(None, min_length=1)
+    """If set, POST /-/recompute requires 'Authorization: Bearer <token>'.  Prefer token_file."""
+    token_file: str | None = None
+    """A file holding the token (first line).  Under systemd, a file name without a '/' is looked
+    up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
+    allow_unauthenticated: bool = False
+    """A listen address that is not loopback needs a token unless this is true."""
+    token_for_reads: bool = False
+    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open)."""
+    max_connections: int = Field(64, ge=1, le=10000)
+    """Open connections at most; past it new ones wait in the listen backlog (never more than half
+    the process's file-descriptor limit, so a cycle always has descriptors left)."""
+    backlog: int = Field(128, ge=1, le=65535)
+    """The listen backlog."""
+    timeout: int = Field(10, ge=1, le=3600)
+    """Seconds a connection may be idle (nothing received, no request in progress) before it is closed."""
+    recompute_wait: float = Field(300.0, gt=0, le=3600)
+    """Seconds POST /-/recompute waits for its cycle before answering 504."""
+    max_waiting: int = Field(2, ge=0, le=64)
+    """POST /-/recompute callers that may wait for their cycle at once; the others get 202 at once."""
+    unhealthy_after: int = Field(5, ge=1)
+    """/-/healthy answers 503 after this many failed cycles in a row."""
 
     @field_validator("listen")
     @classmethod
     def _hostport(cls, v: str) -> str:
         parse_listen(v)
         return v
+
+    @model_validator(mode="after")
+    def _auth(self):
+        if self.token is not None and self.token_file is not None:
+            raise ValueError("set token or token_file, not both")
+        host, _ = parse_listen(self.listen)
+        if not (self.token or self.token_file or self.allow_unauthenticated or is_loopback(host)):
+            raise ValueError(f"listen {self.listen!r} is not loopback: set token_file (or token), "
+                             f"or allow_unauthenticated = true")
+        return self
+
+
+class MetricsConfig(_Strict):
+    per_job: bool | int = Field(True, ge=0)
+    """Per-job series (fairshared_job_*): true = one pair per pending job, false = none, N = at most
+    N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported."""
 
 
 class LoggingConfig(_Strict):
@@ -118,22 +189,9 @@ class Config(_Strict):
     schedule: ScheduleConfig = ScheduleConfig()
     push: PushConfig = PushConfig()
     http: HttpConfig = HttpConfig()
+    metrics: MetricsConfig = MetricsConfig()
     logging: LoggingConfig = LoggingConfig()
     state: StateConfig = StateConfig()
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    host = host.strip("[]")
-    try:
-        p = int(port)
-    except ValueError:
-        raise ValueError(f"port {port!r} is not a number") from None
-    if not 0 <= p <= 65535:
-        raise ValueError(f"port {p} is out of range")
-    return host, p
 
 
 def _loc_part(x: object) -> str:
@@ -180,4 +238,36 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         raise InputError(_first_error(exc), where) from None
 
 
-__all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "parse_listen"]
+__all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "is_loopback", "parse_listen",
+           "resolve_token"]
+
+
+def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
+    """The bearer token: ``http.token``, or the first line of ``http.token_file`` (a bare file name is
+    looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
+    the credential ``http-token`` when systemd passed one.  An empty or
+    unreadable file is an InputError naming it: the daemon never runs open by accident."""
+    import os
+
+    env = os.environ if env is None else env
+    if http.token is not None:
+        return http.token
+    creds = env.get("CREDENTIALS_DIRECTORY")
+    if http.token_file is None:
+        if creds and Path(creds, DEFAULT_CREDENTIAL).exists():  # the shipped unit's LoadCredential=
+            http = http.model_copy(update={"token_file": DEFAULT_CREDENTIAL})
+        else:
+            return None
+    path = Path(http.token_file)
+    if "/" not in http.token_file and creds:
+        path = Path(creds) / http.token_file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}",
+                         f"http.token_file {path}") from None
+    lines = text.splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise InputError("the token file is empty", f"http.token_file {path}")
+    return token

@@ -1,86 +1,90 @@
-"""The daemon's HTTP endpoints (loopback by default).
+"""The daemon's HTTP endpoints as a WSGI application (served by waitress, see httpserver.py).
 
-* ``GET /metrics``       — Prometheus exposition;
-* ``GET /-/healthy``     — 200 while the process serves;
+* ``GET /metrics``       — Prometheus exposition, text or OpenMetrics as the ``Accept`` header asks;
+* ``GET /-/healthy``     — 200 ``ok`` unless the last ``unhealthy_after`` cycles all failed (then 503);
+* ``GET /-/ready``       — 200 once a cycle has succeeded (or pushed with some refusals), else 503;
 * ``GET /-/status``      — the last cycle as JSON;
-* ``POST /-/recompute``  — run a cycle now, answer with its status when it ends.  With
-  ``http.token`` set it needs ``Authorization: Bearer <token>`` (compared in constant time).
+* ``POST /-/recompute``  — ask for a cycle now.  200 with its status when it ends; 202 when the
+  request was merged but this caller may not wait (too many waiting already); 503 while stopping;
+  504 when the cycle did not end in time.
+
+With a token, ``POST /-/recompute`` (and, with ``token_for_reads``, ``/metrics`` and
+``/-/status``) need ``Authorization: Bearer <token>``, compared in constant time.  No
+endpoint takes a body: the server refuses one (413) before reading it, so the token is
+always checked on a request whose body was never read.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Callable
 
+__all__ = ["Endpoints", "make_app"]
 
-class DaemonHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, addr, *, render_metrics: Callable[[], tuple[bytes, str]], status: Callable[[], dict],
-                 recompute: Callable[[float], dict | None], token: str | None = None):
-        self.render_metrics = render_metrics
-        self.status = status
-        self.recompute = recompute
-        self.token = token
-        super().__init__(addr, _Handler)
-
-    def start(self) -> threading.Thread:
-        t = threading.Thread(target=self.serve_forever, name="http", daemon=True)
-        t.start()
-        return t
+TEXT = "text/plain; charset=utf-8"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: DaemonHTTPServer
-    protocol_version = "HTTP/1.1"
+@dataclass(frozen=True)
+class Endpoints:
+    render_metrics: Callable[[str], tuple[bytes, str]]  # Accept header -> (body, content type)
+    status: Callable[[], dict]
+    health: Callable[[], tuple[bool, str]]
+    ready: Callable[[], tuple[bool, str]]
+    recompute: Callable[[], tuple[int, dict]]  # (HTTP status, JSON body)
+    token: str | None = None
+    token_for_reads: bool = False
 
-    def log_message(self, fmt, *args):  # quiet: the daemon logs cycles, not scrapes
-        pass
 
-    def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+def _authorized(environ, token: str | None) -> bool:
+    if not token:
+        return True
+    got = environ.get("HTTP_AUTHORIZATION", "").encode("latin-1", "replace")
+    return hmac.compare_digest(got, f"Bearer {token}".encode())
 
-    def _json(self, code: int, obj) -> None:
-        self._send(code, (json.dumps(obj) + "\n").encode(), "application/json")
 
-    def do_GET(self):  # noqa: N802
-        path = self.path.split("?", 1)[0]
+def make_app(ep: Endpoints):
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        method = environ.get("REQUEST_METHOD", "GET")
+
+        def send(code: str, body: bytes, ctype: str = TEXT, extra=()):
+            start_response(code, [("Content-Type", ctype), ("Content-Length", str(len(body))), *extra])
+            return [body]
+
+        def send_json(code: str, obj):
+            return send(code, (json.dumps(obj) + "\n").encode(), "application/json")
+
+        def unauthorized():
+            body = json.dumps({"error": "a valid 'Authorization: Bearer <token>' is required"}) + "\n"
+            return send("401 Unauthorized", body.encode(), "application/json",
+                        [("WWW-Authenticate", 'Bearer realm="fairshared"')])
+
+        if path == "/-/recompute":
+            if method != "POST":
+                return send("405 Method Not Allowed", b"POST only\n", TEXT, [("Allow", "POST")])
+            if not _authorized(environ, ep.token):
+                return unauthorized()
+            code, obj = ep.recompute()
+            return send_json(_REASONS[code], obj)
+        if method not in ("GET", "HEAD"):
+            return send("405 Method Not Allowed", b"GET only\n", TEXT, [("Allow", "GET, HEAD")])
+        if path in ("/metrics", "/-/status") and ep.token_for_reads and not _authorized(environ, ep.token):
+            return unauthorized()
         if path == "/metrics":
-            body, ctype = self.server.render_metrics()
-            self._send(200, body, ctype)
-        elif path == "/-/healthy":
-            self._send(200, b"ok\n")
-        elif path == "/-/status":
-            self._json(200, self.server.status())
-        elif path == "/":
-            self._send(200, b"fairshared: /metrics /-/healthy /-/status POST /-/recompute\n")
-        else:
-            self._send(404, b"not found\n")
+            body, ctype = ep.render_metrics(environ.get("HTTP_ACCEPT", ""))
+            return send("200 OK", body, ctype)
+        if path in ("/-/healthy", "/-/ready"):
+            ok, text = (ep.health if path == "/-/healthy" else ep.ready)()
+            return send("200 OK" if ok else "503 Service Unavailable", text.encode())
+        if path == "/-/status":
+            return send_json("200 OK", ep.status())
+        if path == "/":
+            return send("200 OK", b"fairshared: /metrics /-/healthy /-/ready /-/status POST /-/recompute\n")
+        return send("404 Not Found", b"not found\n")
 
-    def do_POST(self):  # noqa: N802
-        path = self.path.split("?", 1)[0]
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(min(length, 65536))
-        if path != "/-/recompute":
-            self._send(404, b"not found\n")
-            return
-        token = self.server.token
-        if token:
-            got = self.headers.get("Authorization", "")
-            if not hmac.compare_digest(got.encode(), f"Bearer {token}".encode()):
-                self._json(401, {"error": "a valid 'Authorization: Bearer <token>' is required"})
-                return
-        result = self.server.recompute(300.0)
-        if result is None:
-            self._json(504, {"error": "the cycle did not finish in time"})
-        else:
-            self._json(200, result)
+    return app
+
+
+_REASONS = {200: "200 OK", 202: "202 Accepted", 503: "503 Service Unavailable", 504: "504 Gateway Timeout"}

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import threading
 import time
 from pathlib import Path
@@ -24,11 +23,13 @@ from dataclasses import replace
 
 from ..engine import Params, build_tree, compute
 from ..model import InputError, Job, Snapshot
-from ..plan import PushState, plan, plan_priority
-from ..priority import JobInfo, PriorityParams
+from ..plan import PushState
+from ..priority import JobInfo
+from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
 from .config import Config
+from . import statefiles
 from .cycle import CycleResult
 from .logs import get_logger
 
@@ -114,49 +115,42 @@ class Runner:
         return self.state_dir / "push-state.json" if self.state_dir else None
 
     def _load_state(self) -> PushState:
+        """The push state on disk; one that cannot be trusted is set aside and logged, never fatal."""
         mode = self.config.push.mode
         f = self.state_file
-        if f is None or not f.exists():
+        if f is None:
             return PushState(mode)
         try:
-            return PushState.from_dict(json.loads(f.read_text()), mode)
-        except (OSError, ValueError) as exc:
-            self.log.warning("push state unreadable, starting afresh", file=str(f), error=str(exc))
+            data = statefiles.read_json(f)
+            return PushState(mode) if data is None else PushState.from_dict(data, mode)
+        except (ValueError, OverflowError, TypeError, OSError) as exc:  # statefiles.Untrusted is a ValueError
+            moved = statefiles.set_aside(f)
+            self.log.error("push state cannot be trusted: set aside, starting afresh", file=str(f),
+                           moved_to=str(moved) if moved else None, error=str(exc)[:300])
             return PushState(mode)
 
     def _save_state(self, state: PushState | None = None) -> bool:
-        f = self.state_file
-        if f is None:
+        if self.state_dir is None:
             return True
-        tmp = f.with_suffix(".tmp")
+        data = json.dumps((state or self.state).to_dict()).encode()
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump((state or self.state).to_dict(), fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, f)
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            statefiles.write_atomic(self.state_dir, "push-state.json", data)
             return True
         except OSError as exc:
-            self.log.error("cannot save push state", file=str(f), error=str(exc))
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+            self.log.error("cannot save push state", file=str(self.state_file), error=str(exc))
             return False
 
     def _write_status(self) -> None:
         """last-cycle.json beside the push state: what `fairshared recompute --signal` waits on."""
         if self.state_dir is None:
             return
-        f = self.state_dir / "last-cycle.json"
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            tmp = f.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.status()))
-            os.replace(tmp, f)
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            statefiles.write_atomic(self.state_dir, "last-cycle.json", json.dumps(self.status()).encode())
         except OSError as exc:
-            self.log.error("cannot write the status file", file=str(f), error=str(exc))
+            self.log.error("cannot write the status file", file=str(self.state_dir / "last-cycle.json"),
+                           error=str(exc))
 
     # -- the cycle --------------------------------------------------------------------------------
 
@@ -189,22 +183,15 @@ class Runner:
         return res
 
     def _cycle(self, reason: str) -> CycleResult:
+        """Pull, compute, push (publish is :meth:`cycle`'s); a failed stage ends the cycle."""
         cfg = self.config
+        mode = mode_for(cfg.push.mode)
         res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
                           source=getattr(self.source, "name", "?"), push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
         t0 = time.monotonic()
-        pinputs = None
         try:
-            if cfg.push.mode == "priority":
-                pinputs = self._priority_inputs()
-                snap = replace(pinputs.snapshot, jobs=[job_from_info(j) for j in pinputs.jobs])
-            else:
-                snap = self.source.snapshot()
-            check_snapshot_shape(snap)
-            if cfg.usage.origin == "accounting":
-                snap = self._accounting_usage(snap)
-            tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
+            snap, details, tree = self._pull(mode)
         except InputError as exc:
             return self._fail(res, "pull_failed", f"inconsistent data: {exc}", t0, "pull")
         except Exception as exc:  # SourceError, OSError, timeouts: all mean "no complete snapshot"
@@ -215,79 +202,75 @@ class Runner:
 
         t0 = time.monotonic()
         try:
-            res.algorithm = algorithm_for(cfg, snap)
-            params = Params(dampening=cfg.algorithm.dampening or float(snap.config.get("dampening") or 1),
-                            priority_levels=cfg.algorithm.priority_levels,
-                            zero_shares_best=cfg.algorithm.zero_shares_best)
-            res.result = compute(tree, res.algorithm, params)
-            if cfg.push.mode == "priority":
-                params = PriorityParams.from_config(snap.config).with_weights({"fairshare": weight_for(cfg, snap)})
-                actions, new_state, unknown = plan_priority(
-                    pinputs.jobs, res.result, cluster=pinputs.cluster, params=params, now=int(time.time()),
-                    state=self.state, override_fixed=cfg.push.override_fixed)
-                res.actions = actions
-                if unknown:
-                    self.log.warning("pending jobs without a known association", count=len(unknown),
-                                     example=f"job {unknown[0].job_id} ({unknown[0].account}/{unknown[0].user})")
-            elif cfg.push.mode != "off":
-                current = {j.job_id: j.site_factor for j in snap.jobs if j.site_factor is not None}
-                actions, new_state, unknown = plan(snap.jobs, res.result, mode=cfg.push.mode,
-                                                   weight=weight_for(cfg, snap), state=self.state,
-                                                   current_site_factor=current or None,
-                                                   override_fixed=cfg.push.override_fixed)
-                res.actions = actions
-                if unknown:
-                    self.log.warning("pending jobs without a known association", count=len(unknown),
-                                     example=f"job {unknown[0].job_id} ({unknown[0].account}/{unknown[0].user})")
-            else:
-                new_state = self.state
+            planned = self._compute(res, mode, snap, details, tree)
         except Exception as exc:
+            self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
+        res.actions = planned.actions
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        if not cfg.push.dry_run and cfg.push.mode != "off" and res.actions:
-            # write ahead: a daemon killed half-way through the push must recognise, on restart,
-            # both the old and the new value as its own (never apply a contribution twice)
-            ahead = self.state.write_ahead(res.actions, new_state)
-            if not self._save_state(ahead) and cfg.push.mode != "site_factor":
-                res.outcome = "push_failed"
-                res.error = "cannot save the push state before pushing: pushed nothing"
-                res.push_errors = len(res.actions)
-                res.seconds["push"] = time.monotonic() - t0
-                return res
-            failed: set[int] = set()
-            for action, err in zip(res.actions, self._apply(res.actions)):
-                if err is None:
-                    res.pushed += 1
-                    res.applied.append(action)
-                elif isinstance(err, JobGone):
-                    res.jobs_gone += 1
-                    failed.add(action.job_id)
-                else:
-                    res.push_errors += 1
-                    failed.add(action.job_id)
-                    self.log.error("push refused", job_id=action.job_id, error=str(err))
-            if cfg.push.mode != "site_factor":
-                # nice/priority: the old and the new value both stay ours, whether the update landed
-                # or not.  A failed update may still land (a `scontrol update` that timed out is carried
-                # out once slurmctld answers again), and an applied one may be undone (a slurmctld killed
-                # before saving its state comes back with the old value): taking either for the owner's
-                # would apply the contribution twice.
-                for a in res.actions:
-                    new_state.jobs[a.job_id] = ahead.jobs[a.job_id]
-            else:
-                for jid in failed:  # SiteFactor is absolute: forget what did not land, read Slurm's value
-                    new_state.jobs.pop(jid, None)
-                    if jid in self.state.jobs:
-                        new_state.jobs[jid] = self.state.jobs[jid]
-            self.state = new_state
-            self._save_state()
-            if res.push_errors:
-                res.outcome = "push_failed"
-                res.error = f"{res.push_errors} of {len(res.actions)} job updates refused"
+        if not cfg.push.dry_run and res.actions:
+            self._push(res, mode, planned)
         res.seconds["push"] = time.monotonic() - t0
         return res
+
+    def _pull(self, mode: PushMode):
+        """A complete, consistent snapshot, the per-job details the mode needs, and the tree; raises otherwise."""
+        details = None
+        if mode.job_details:
+            details = self._priority_inputs()
+            snap = replace(details.snapshot, jobs=[job_from_info(j) for j in details.jobs])
+        else:
+            snap = self.source.snapshot()
+        check_snapshot_shape(snap)
+        if self.config.usage.origin == "accounting":
+            snap = self._accounting_usage(snap)
+        tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
+        return snap, details, tree
+
+    def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, details, tree) -> Planned:
+        cfg = self.config
+        res.algorithm = algorithm_for(cfg, snap)
+        params = Params(dampening=cfg.algorithm.dampening or float(snap.config.get("dampening") or 1),
+                        priority_levels=cfg.algorithm.priority_levels,
+                        zero_shares_best=cfg.algorithm.zero_shares_best)
+        res.result = compute(tree, res.algorithm, params)
+        planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
+                                       override_fixed=cfg.push.override_fixed, now=int(time.time()),
+                                       config=snap.config, details=details), self.state)
+        if planned.unknown:
+            u = planned.unknown[0]
+            self.log.warning("pending jobs without a known association", count=len(planned.unknown),
+                             example=f"job {u.job_id} ({u.account}/{u.user})")
+        return planned
+
+    def _push(self, res: CycleResult, mode: PushMode, planned: Planned) -> None:
+        # write ahead: a daemon killed half-way through the push must recognise, on restart,
+        # both the old and the new value as its own (never apply a contribution twice)
+        ahead = self.state.write_ahead(res.actions, planned.state)
+        if not self._save_state(ahead) and mode.strict_write_ahead:
+            res.outcome = "push_failed"
+            res.error = "cannot save the push state before pushing: pushed nothing"
+            res.push_errors = len(res.actions)
+            return
+        failed: set[int] = set()
+        for action, err in zip(res.actions, self._apply(res.actions)):
+            if err is None:
+                res.pushed += 1
+                res.applied.append(action)
+            elif isinstance(err, JobGone):
+                res.jobs_gone += 1
+                failed.add(action.job_id)
+            else:
+                res.push_errors += 1
+                failed.add(action.job_id)
+                self.log.error("push refused", job_id=action.job_id, error=str(err))
+        self.state = mode.after_push(self.state, ahead, planned.state, res.actions, failed)
+        self._save_state()
+        if res.push_errors:
+            res.outcome = "push_failed"
+            res.error = f"{res.push_errors} of {len(res.actions)} job updates refused"
 
     def _fail(self, res: CycleResult, outcome: str, error: str, t0: float, stage: str) -> CycleResult:
         res.outcome = outcome

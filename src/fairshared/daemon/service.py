@@ -6,7 +6,13 @@ signals and pings the systemd watchdog:
 
 * SIGUSR1 — run one cycle now;
 * SIGHUP  — reload the config file (a bad file is rejected, the old config kept);
-* SIGTERM/SIGINT — let a running cycle finish (or abandon it after 20 s) and exit 0.
+* SIGTERM/SIGINT — start no further cycle (queued requests are dropped, waiting HTTP
+  callers answered 503), let a running cycle finish (or abandon it after STOP_GRACE),
+  stop the HTTP server and exit 0.
+
+Requests for a cycle (SIGUSR1, POST /-/recompute, a reload) merge into at most one pending
+cycle (requests.py).  The HTTP server (httpserver.py, waitress) runs in its own thread on a
+socket bound before anything starts; start-up failures are InputError: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -28,12 +34,17 @@ from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
 from . import sdnotify
-from .config import Config, load_config, parse_listen
-from .http import DaemonHTTPServer
+from . import statefiles
+from .config import Config, config_from_dict, load_config, resolve_token
+from .http import Endpoints, make_app
+from .httpserver import HttpServer, bind
+from .requests import CycleRequests
 from .logs import configure, get_logger
 from .runner import Runner, accounting_cli, period_for
 
-STOP_GRACE = 20.0
+STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
+HTTP_GRACE = 5.0  # then requests in progress get this long
+# so SIGTERM → exit takes at most STOP_GRACE + 2 × HTTP_GRACE (the README says 30 s)
 
 
 def make_source_and_updater(config: Config, demo: bool):
@@ -85,6 +96,10 @@ class Service:
         self.demo = demo
         self.once = once
         self.log = get_logger()
+        self.token = resolve_token(config.http)  # an unreadable or empty token file stops here
+        self.state_dir = state_dir(config)
+        statefiles.check_directory(self.state_dir)
+        self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
         if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
             raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
@@ -94,10 +109,10 @@ class Service:
         if metrics is None:
             from ..sinks.metrics import Metrics
 
-            metrics = Metrics(version=__version__)
+            metrics = Metrics(version=__version__, per_job=config.metrics.per_job)
         self.metrics = metrics
+        self.runner = Runner(config, source, updater, metrics, self.state_dir)
         self._set_info()
-        self.runner = Runner(config, source, updater, metrics, state_dir(config))
         # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
         # the main thread, and Event.set() there deadlocks when the signal lands while that thread
         # holds the Event's own lock (inside wait() or clear()) -- seen under a burst of SIGUSR1
@@ -109,18 +124,28 @@ class Service:
         self.stopping = threading.Event()
         self.abandoned = False
         self.scheduler: BackgroundScheduler | None = None
-        self.http: DaemonHTTPServer | None = None
+        self.http: HttpServer | None = None
         self.period: float | None = None
+        self.requests = CycleRequests(self._submit, config.http.max_waiting)
+        self.pid_fd: int | None = None
 
     def _set_info(self):
+        """fairshared_info: what actually runs (the source's name, the algorithm of the last cycle)."""
         c = self.config
-        self.metrics.set_info(algorithm=c.algorithm.name or "cluster", source="demo" if self.demo else c.source.kind,
-                              push_mode=c.push.mode, dry_run=c.push.dry_run)
+        runner = getattr(self, "runner", None)
+        last = runner.last if runner is not None else None
+        algorithm = (last.algorithm if last is not None and last.algorithm else None) or c.algorithm.name or ""
+        source = getattr(runner.source, "name", "") if runner is not None else ""
+        self.metrics.set_info(algorithm=algorithm, source=source, push_mode=c.push.mode, dry_run=c.push.dry_run)
 
     # -- scheduling ---------------------------------------------------------------------------------
 
     def _run_cycle(self, reason: str = "timer"):
+        if self.stopping.is_set():
+            return None  # a cycle queued before SIGTERM is dropped
         res = self.runner.cycle(reason)
+        if res.algorithm and self.metrics is not None:
+            self._set_info()
         sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
                         + (" (dry run)" if res.dry_run else ""))
         self._reschedule()
@@ -150,21 +175,56 @@ class Service:
         elif event.code == EVENT_JOB_MISSED:
             self.log.warning("cycle missed its time; coalesced")
 
-    def trigger(self, reason: str) -> None:
-        """Queue one cycle now (runs after a cycle in progress)."""
-        if self.scheduler is not None and not self.stopping.is_set():
-            self.scheduler.add_job(self._run_cycle, args=[reason], executor="default", max_instances=10,
-                                   misfire_grace_time=None)
+    def trigger(self, reason: str) -> bool:
+        """Ask for a cycle now (after a cycle in progress); requests merge into one pending cycle."""
+        if self.scheduler is None or self.stopping.is_set():
+            return False
+        try:
+            return self.requests.request(reason)
+        except Exception as exc:  # the scheduler is shutting down under us: nothing to queue
+            self.log.warning("cycle request dropped", reason=reason, error=str(exc))
+            return False
 
-    def recompute_and_wait(self, timeout: float) -> dict | None:
-        # the cycle number increments when a cycle starts, so ours is number + 1 whether or
-        # not a cycle is running right now (a running one already holds number)
-        target = self.runner.number + 1
-        with self.runner.done:
+    def _submit(self, reason: str) -> None:
+        self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None)
+
+    def _run_requested(self, reason: str):
+        if self.requests.take():
+            return self._run_cycle(reason)
+        return None
+
+    def http_recompute(self) -> tuple[int, dict]:
+        """POST /-/recompute: (HTTP status, JSON body); see daemon/http.py."""
+        if self.stopping.is_set():
+            return 503, {"error": "the daemon is stopping; no cycle will run"}
+        if not self.requests.enter_wait():
             self.trigger("http")
-            ok = self.runner.done.wait_for(lambda: self.runner.number >= target and not self.runner.lock.locked(),
-                                           timeout=timeout)
-        return self.runner.status() if ok else None
+            return 202, {"accepted": True, "waiting_callers": self.requests.max_waiting,
+                         "detail": "a cycle is pending; too many callers wait already: poll /-/status"}
+        try:
+            # the cycle number increments when a cycle starts, so ours is number + 1 whether or
+            # not a cycle is running right now (a running one already holds number)
+            target = self.runner.number + 1
+            with self.runner.done:
+                self.trigger("http")
+                ok = self.runner.done.wait_for(
+                    lambda: self.stopping.is_set() or (self.runner.number >= target
+                                                       and not self.runner.lock.locked()),
+                    timeout=self.config.http.recompute_wait)
+            if self.stopping.is_set():
+                return 503, {"error": "the daemon is stopping; no cycle will run"}
+            return (200, self.runner.status()) if ok else (504, {"error": "the cycle did not finish in time"})
+        finally:
+            self.requests.leave_wait()
+
+    def health(self) -> tuple[bool, str]:
+        n, limit = self.runner.failures, self.config.http.unhealthy_after
+        return (True, "ok\n") if n < limit else (False, f"unhealthy: {n} failed cycles in a row\n")
+
+    def ready(self) -> tuple[bool, str]:
+        if self.runner.last_good is None:
+            return False, "not ready: no cycle has computed a result yet\n"
+        return True, "ready\n"
 
     # -- signals ------------------------------------------------------------------------------------
 
@@ -197,6 +257,7 @@ class Service:
         if new.http != self.config.http or new.source != self.config.source:
             self.log.warning("http and source settings take effect at the next restart")
         self.config = new
+        self.metrics.per_job = new.metrics.per_job
         self.runner.reconfigure(new)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path)
@@ -215,18 +276,26 @@ class Service:
         for sock in (self._wake_r, self._wake_w):
             sock.setblocking(False)
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
-        host, port = parse_listen(self.config.http.listen)
-        self.http = DaemonHTTPServer((host, port), render_metrics=lambda: (self.metrics.render(), self.metrics.content_type),
-                                     status=self.runner.status, recompute=self.recompute_and_wait,
-                                     token=self.config.http.token)
-        self.http.start()
+        hc = self.config.http
+        sock = bind(hc.listen, hc.backlog)  # one line and exit 2 when the address is taken or wrong
         pf = pid_file(self.config)
         if pf:
             try:
                 pf.parent.mkdir(parents=True, exist_ok=True)
-                pf.write_text(f"{os.getpid()}\n")
-            except OSError as exc:
-                self.log.warning("cannot write pid file", file=str(pf), error=str(exc))
+            except OSError:
+                pass
+            try:
+                self.pid_fd = statefiles.lock(pf, "pid file")
+            except Exception:
+                sock.close()
+                raise
+        app = make_app(Endpoints(render_metrics=self.metrics.negotiate, status=self.runner.status,
+                                 health=self.health, ready=self.ready, recompute=self.http_recompute,
+                                 token=self.token, token_for_reads=hc.token_for_reads))
+        self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
+                               backlog=hc.backlog, threads=hc.max_waiting + 2)
+        self.http.start()
+        host, port = self.http.address[:2]
         self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
                                              job_defaults={"coalesce": True, "max_instances": 1})
         self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
@@ -235,7 +304,7 @@ class Service:
                                next_run_time=datetime.now(),
                                misfire_grace_time=max(1, int(-(-self.period // 1))))  # APScheduler: an int >= 1
         self.scheduler.start()
-        self.log.info("started", version=__version__, listen=f"{host}:{self.http.server_address[1]}",
+        self.log.info("started", version=__version__, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
                       source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,
                       dry_run=self.config.push.dry_run, pid=os.getpid())
         sdnotify.ready(status="running")
@@ -256,6 +325,9 @@ class Service:
         sdnotify.stopping()
         self.log.info("stopping")
         self.stopping.set()
+        self.requests.stop()  # nothing queued starts; callers waiting for a cycle are answered 503
+        with self.runner.done:
+            self.runner.done.notify_all()
         # Not shutdown(wait=True): APScheduler would hold its job-store lock while waiting for the
         # cycle, and the cycle's own reschedule needs that lock (a deadlock).  Stop the timer, then
         # wait for a running cycle on the runner's lock; past the grace period it is abandoned
@@ -270,15 +342,16 @@ class Service:
             self.abandoned = True
             self.log.warning("a cycle was still running at shutdown; abandoned", grace_seconds=STOP_GRACE)
         if self.http:
-            self.http.shutdown()
-            self.http.server_close()
+            self.http.stop(HTTP_GRACE)
         pf = pid_file(self.config)
-        if pf:
+        if pf and self.pid_fd is not None:
             try:
                 pf.unlink()
             except OSError:
                 pass
-        signal.set_wakeup_fd(-1)
+            os.close(self.pid_fd)
+        if self._wake_w is not None:
+            signal.set_wakeup_fd(-1)
         for sock in (self._wake_r, self._wake_w):
             if sock is not None:
                 sock.close()
@@ -293,11 +366,12 @@ def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period
         over["push"] = config.push.model_copy(update={"dry_run": True})
     if period:
         over["schedule"] = config.schedule.model_copy(update={"period": period})
-    if listen:
-        parse_listen(listen)
-        over["http"] = config.http.model_copy(update={"listen": listen})
     if over:
         config = config.model_copy(update=over)
+    if listen:  # validated like the file's key (address, and a token off loopback)
+        data = config.model_dump()
+        data["http"]["listen"] = listen
+        config = config_from_dict(data, "--listen")
     configure(config.logging.format, config.logging.level)
     svc = Service(config, config_path, demo=demo, once=once)
     code = svc.run()

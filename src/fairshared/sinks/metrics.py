@@ -57,6 +57,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -133,6 +134,9 @@ class _View:
     assoc: tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...] = ()
     # per-job: the last action planned for each still-pending job, by job id
     jobs: tuple[PushAction, ...] = ()
+    jobs_dropped: int = 0  # pending jobs left without per-job series by the per_job cap
+    # pending jobs per (account, user) of the snapshot behind the series
+    pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
     push_mode: str | None = None
 
 
@@ -161,8 +165,10 @@ def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...],
 class Metrics:
     """The daemon's Prometheus metrics (see the module docstring for the semantics).
 
-    ``per_job=False`` drops the per-job series (one per pending job: mind cardinality on
-    busy clusters).  Without ``registry`` a private one is made, with the process and
+    ``per_job``: True = a series pair per pending job; False (or 0) = none; an integer N = at
+    most N jobs, the lowest job ids (the longest waiting), the rest counted in
+    ``fairshared_dropped_job_series``.  Per-user and per-account counts of pending jobs are
+    always there: their number follows the associations, not the queue.  Without ``registry`` a private one is made, with the process and
     Python runtime collectors; a registry passed in gets only fairshared's collector.
 
     ``render()`` formats fairshared's own series once per published view and reuses the
@@ -173,12 +179,12 @@ class Metrics:
 
     content_type: str = CONTENT_TYPE_LATEST
 
-    def __init__(self, *, version: str, per_job: bool = True, registry: CollectorRegistry | None = None):
+    def __init__(self, *, version: str, per_job: bool | int = True, registry: CollectorRegistry | None = None):
         self.version = version
         self.per_job = per_job
         self._lock = threading.Lock()  # serialises writers; readers never take it
         self._view = _View(info=self._info_labels())
-        self._rendered: tuple[_View, bytes] | None = None
+        self._rendered: tuple[_View, str, bytes] | None = None
         self._runtime: CollectorRegistry | None = None
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
@@ -195,10 +201,10 @@ class Metrics:
     def _info_labels(self, algorithm: str = "", source: str = "", push_mode: str = "",
                      dry_run: bool | None = None) -> tuple[tuple[str, str], ...]:
         return (("version", self.version), ("algorithm", algorithm), ("source", source),
-                ("push_mode", push_mode), ("dry_run", "" if dry_run is None else str(bool(dry_run))))
+                ("push_mode", push_mode), ("dry_run", "" if dry_run is None else ("true" if dry_run else "false")))
 
     def set_info(self, *, algorithm: str, source: str, push_mode: str, dry_run: bool) -> None:
-        """The running configuration, as labels of ``fairshared_info`` (dry_run is "True"/"False")."""
+        """The running configuration, as labels of ``fairshared_info`` (dry_run is "true"/"false")."""
         with self._lock:
             self._view = replace(self._view, info=self._info_labels(algorithm, source, push_mode, dry_run))
 
@@ -225,13 +231,21 @@ class Metrics:
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
+                jobs = self._jobs(old, cycle, pending) if self.per_job is not False else ()
+                cap = None if self.per_job is True or self.per_job is False else int(self.per_job)
+                dropped = max(0, len(jobs) - cap) if cap is not None else 0
+                by_user: dict[tuple[str, str], int] = {}
+                for j in pending:
+                    by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
                     assoc=association_samples(cycle.result),
                     planned_updates=len(cycle.actions),
                     snapshot_associations=cycle.result.tree.n,
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
-                    jobs=self._jobs(old, cycle, pending) if self.per_job else (),
+                    jobs=jobs[:cap] if cap is not None else jobs,
+                    jobs_dropped=dropped,
+                    pending_by_user=tuple(sorted(by_user.items())),
                 )
             # publish's own time is this cycle's "publish" stage (the runner measures it after we return)
             seconds["publish"] = time.monotonic() - t0
@@ -255,13 +269,25 @@ class Metrics:
             return generate_latest(self.registry)
         return generate_latest(self._runtime) + self._render_view(self._view)
 
-    def _render_view(self, v: _View) -> bytes:
+    def _render_view(self, v: _View, encoder=generate_latest, ctype: str = CONTENT_TYPE_PLAIN_0_0_4) -> bytes:
         cached = self._rendered
-        if cached is not None and cached[0] is v:
-            return cached[1]
-        body = generate_latest(_Fixed(self._families(v)))  # two racing scrapes may both format: harmless
-        self._rendered = (v, body)
+        if cached is not None and cached[0] is v and cached[1] == ctype:
+            return cached[2]
+        body = encoder(_Fixed(self._families(v)))  # two racing scrapes may both format: harmless
+        self._rendered = (v, ctype, body)
         return body
+
+    def negotiate(self, accept: str | None) -> tuple[bytes, str]:
+        """(body, content type) for an ``Accept`` header: prometheus-client's own negotiation, so a
+        Prometheus that asks for OpenMetrics gets it.  fairshared's series are formatted once per
+        view and format (the last one asked for is kept)."""
+        encoder, ctype = choose_encoder(accept or "")
+        if self._runtime is None:
+            return encoder(self.registry), ctype
+        runtime = encoder(self._runtime)
+        if ctype.startswith("application/openmetrics-text"):
+            runtime = runtime.removesuffix(b"# EOF\n")  # one document: a single # EOF, at the end
+        return runtime + self._render_view(self._view, encoder, ctype), ctype
 
     def collect(self) -> Iterator[Metric]:
         return self._families(self._view)  # one read: the whole scrape comes from one view
@@ -328,6 +354,19 @@ class Metrics:
                 pushed.add_metric([*lv, a.field], a.new)
             yield contrib
             yield pushed
+        # pending-job counts per owner: after the per-job series
+        if v.snapshot_pending_jobs is not None:
+            yield _gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
+                         "behind the current series.",
+                         [({"account": a, "user": u}, n) for (a, u), n in v.pending_by_user])
+            per_account: dict[str, int] = {}
+            for (a, _), n in v.pending_by_user:
+                per_account[a] = per_account.get(a, 0) + n
+            yield _gauge("account_pending_jobs", "Pending jobs charged to each account (its own users only, "
+                         "not its sub-accounts'), in the snapshot behind the current series.",
+                         [({"account": a}, n) for a, n in sorted(per_account.items())])
+            yield _gauge("dropped_job_series", "Pending jobs without fairshared_job_* series because of the "
+                         "metrics.per_job cap.", [({}, v.jobs_dropped)])
 
 
 def _gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeMetricFamily:

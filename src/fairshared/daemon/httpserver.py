@@ -1,0 +1,104 @@
+"""Serve the WSGI app with waitress in one background thread, bounded under abuse.
+
+* the socket is bound here, before anything starts, so that every failure (port in use, an
+  address that does not resolve or is not ours) is one line naming ``http.listen``;
+* waitress reads requests on one event loop (an idle connection costs a descriptor, not a
+  thread) and runs the app on ``threads`` workers;
+* ``connection_limit``: past it waitress stops accepting, new connections wait in the listen
+  backlog; it is capped at half the process's descriptor limit, so cycles always have some;
+* ``channel_timeout``: a connection with nothing received and no request in progress for that
+  long is closed (idle keep-alives and half-sent requests alike);
+* no endpoint takes a body: any ``Content-Length`` > 0 is answered 413 before the body is read,
+  a malformed one (``-1``, ``abc``) 400, and the connection is closed after either;
+* headers are capped at 8 KiB.
+"""
+
+from __future__ import annotations
+
+import resource
+import socket
+import threading
+
+import waitress
+from waitress import wasyncore
+
+from ..model import InputError
+from .config import parse_listen
+
+__all__ = ["HttpServer", "bind", "connection_limit"]
+
+MAX_HEADER_BYTES = 8192
+
+
+def bind(listen: str, backlog: int) -> socket.socket:
+    """A listening TCP socket on ``listen`` (HOST:PORT, [IPV6]:PORT); InputError in one line otherwise."""
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        raise InputError(str(exc), "http.listen") from None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InputError(f"cannot resolve {host!r}: {getattr(exc, 'strerror', None) or exc}",
+                         f"http.listen {listen}") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT only, never a shared port
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(addr)
+        sock.listen(backlog)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen: {exc.strerror or exc}", f"http.listen {listen}") from None
+    return sock
+
+
+def connection_limit(wanted: int) -> int:
+    """``wanted``, but at most half the soft RLIMIT_NOFILE (the rest is for cycles and logs)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft // 2))
+
+
+class HttpServer:
+    def __init__(self, app, sock: socket.socket, *, max_connections: int, timeout: int, backlog: int,
+                 threads: int):
+        self._map: dict = {}
+        self._stop = threading.Event()
+        self.socket = sock
+        self.connection_limit = connection_limit(max_connections)
+        self.server = waitress.create_server(
+            app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
+            channel_timeout=timeout, cleanup_interval=max(1, min(timeout // 2, 30)), backlog=backlog,
+            max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=1, ident="fairshared",
+            asyncore_use_poll=True, expose_tracebacks=False)
+        self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
+
+    @property
+    def address(self) -> tuple:
+        return self.socket.getsockname()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
+        for d in list(self._map.values()):  # in the loop's own thread: no race with a handler
+            try:
+                d.close()
+            except OSError:
+                pass
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop accepting, close every connection, wait up to ``timeout`` s for requests in progress."""
+        self._stop.set()
+        try:
+            self.server.pull_trigger()
+        except OSError:
+            pass
+        self._thread.join(timeout)
+        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)

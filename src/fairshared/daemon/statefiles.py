@@ -1,0 +1,137 @@
+"""The daemon's own files in its state directory: written safely, read with suspicion.
+
+* :func:`check_directory` — the directory exists (created 0700), is ours and not writable
+  by anyone else; otherwise one line naming it (a file there could be swapped under us).
+* :func:`write_atomic` — ``mkstemp`` in the directory (O_EXCL: never follows a planted
+  symlink), write, fsync, ``rename`` over the name (replaces a symlink, never writes through
+  it), fsync the directory so the rename survives a crash.
+* :func:`read_json` — O_NOFOLLOW, a regular file, at most ``max_bytes``; anything else is
+  :class:`Untrusted`.
+* :func:`set_aside` — an untrusted file is renamed ``NAME.bad-<unix time>`` (kept for a
+  post-mortem), never deleted and never fatal.
+* :func:`lock` — an exclusive ``flock`` held for the process's life: a second daemon on the
+  same directory or pid file stops with one line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+from ..model import InputError
+
+__all__ = ["Untrusted", "check_directory", "lock", "read_json", "set_aside", "write_atomic"]
+
+MAX_STATE_BYTES = 256 * 1024 * 1024
+
+
+class Untrusted(ValueError):
+    """A state file that exists but cannot be trusted (not a regular file, too big, not JSON)."""
+
+
+def check_directory(d: Path) -> None:
+    try:
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # a file by that name: refused just below
+    except OSError as exc:
+        raise InputError(f"cannot create: {exc.strerror or exc}", f"state directory {d}") from None
+    try:
+        st = os.stat(d)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", f"state directory {d}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError("is not a directory", f"state directory {d}")
+    if st.st_uid != os.geteuid():
+        raise InputError(f"is owned by uid {st.st_uid}, not by this daemon's uid {os.geteuid()}",
+                         f"state directory {d}")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise InputError(f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w it",
+                         f"state directory {d}")
+
+
+def write_atomic(d: Path, name: str, data: bytes) -> None:
+    """Replace ``d/name`` by ``data``, durably; raises OSError (the old file stays intact)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, d / name)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_json(path: Path, max_bytes: int = MAX_STATE_BYTES):
+    """The parsed JSON of ``path``; None when it does not exist; :class:`Untrusted` otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: a symlink
+        raise Untrusted(f"cannot open: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise Untrusted("not a regular file")
+        if st.st_size > max_bytes:
+            raise Untrusted(f"{st.st_size} bytes, more than {max_bytes}")
+        raw = fh.read(max_bytes + 1)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise Untrusted(f"not JSON: {str(exc)[:200]}") from None
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an untrusted file out of the way; the new path, or None if even that failed."""
+    dest = path.with_name(f"{path.name}.bad-{int(time.time())}")
+    try:
+        os.replace(path, dest)
+        return dest
+    except OSError:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+
+
+def lock(path: Path, what: str) -> int:
+    """Hold an exclusive lock on ``path`` (created 0600, never through a symlink); the fd to keep open.
+
+    ``what`` names the file in the one-line error when another process holds it.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror or exc}", f"{what} {path}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = ""
+        try:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            pass
+        os.close(fd)
+        raise InputError("in use by another fairshared" + (f" (pid {holder})" if holder.isdigit() else ""),
+                         f"{what} {path}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

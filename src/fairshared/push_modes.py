@@ -1,0 +1,150 @@
+"""The push modes as objects: each mode's planning, write-ahead and after-push rules together.
+
+Pure, no I/O (the runner does the reading and writing).  One object per ``push.mode``:
+
+=============  ==========================  =====================  ===================================
+mode           plans from                  write-ahead must land  after the push, for each action
+=============  ==========================  =====================  ===================================
+site_factor    the snapshot's jobs         no (SiteFactor is       what did not land is forgotten
+               (:func:`plan.plan`)         absolute)               (Slurm's own value is read next time)
+nice           the snapshot's jobs         yes                    the old and the new value stay ours
+priority       each job's factors          yes                    the old and the new value stay ours
+               (:func:`plan.plan_priority`)
+off            nothing                     —                      —
+=============  ==========================  =====================  ===================================
+
+Why "the old and the new value stay ours" in nice and priority modes: a failed
+update may still land (a ``scontrol update`` that timed out is carried out once
+slurmctld answers again), and an applied one may be undone (a slurmctld killed
+before saving its state comes back with the old value); taking either for the
+owner's own would apply the contribution twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .engine.result import Result
+from .model import Job
+from .plan import PushState, plan, plan_priority
+from .sinks.base import PushAction
+
+__all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a cycle hands a mode to plan from.
+
+    ``jobs`` are the snapshot's pending jobs; ``details`` the per-job factors
+    (``sources.jobinfo_cli.PriorityInputs``), read only for modes with ``job_details``.
+    """
+
+    jobs: list[Job]
+    result: Result
+    weight: int
+    override_fixed: bool
+    now: int
+    config: dict = field(default_factory=dict)
+    details: Any = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    actions: list[PushAction]
+    state: PushState  # the push state once every action has landed
+    unknown: list  # pending jobs whose association is not in the tree (skipped)
+
+
+class PushMode(Protocol):
+    name: str
+    job_details: bool
+    """Plans from each job's priority factors (squeue + sprio), not only the snapshot's jobs."""
+    strict_write_ahead: bool
+    """Push nothing when the write-ahead state cannot be saved (a full disk)."""
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned: ...
+
+    def after_push(self, before: PushState, ahead: PushState, planned: PushState,
+                   actions: list[PushAction], failed: set[int]) -> PushState:
+        """The push state to keep once ``actions`` were tried (``failed``: job ids that did not land)."""
+        ...
+
+
+class SiteFactorMode:
+    name = "site_factor"
+    job_details = False
+    strict_write_ahead = False
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        current = {j.job_id: j.site_factor for j in inputs.jobs if j.site_factor is not None}
+        actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
+                                     state=state, current_site_factor=current or None,
+                                     override_fixed=inputs.override_fixed)
+        return Planned(actions, new, unknown)
+
+    def after_push(self, before, ahead, planned, actions, failed):
+        jobs = dict(planned.jobs)
+        for jid in failed:  # SiteFactor is absolute: forget what did not land, read Slurm's value
+            jobs.pop(jid, None)
+            if jid in before.jobs:
+                jobs[jid] = before.jobs[jid]
+        return PushState(planned.mode, jobs)
+
+
+class _BothStayOurs:
+    strict_write_ahead = True
+
+    def after_push(self, before, ahead, planned, actions, failed):
+        jobs = dict(planned.jobs)
+        for a in actions:  # landed or not, the old and the new value both stay ours (module docstring)
+            jobs[a.job_id] = ahead.jobs[a.job_id]
+        return PushState(planned.mode, jobs)
+
+
+class NiceMode(_BothStayOurs):
+    name = "nice"
+    job_details = False
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
+                                     state=state, override_fixed=inputs.override_fixed)
+        return Planned(actions, new, unknown)
+
+
+class PriorityMode(_BothStayOurs):
+    name = "priority"
+    job_details = True
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        from .priority import PriorityParams
+
+        params = PriorityParams.from_config(inputs.config).with_weights({"fairshare": inputs.weight})
+        d = inputs.details
+        actions, new, unknown = plan_priority(d.jobs, inputs.result, cluster=d.cluster, params=params,
+                                              now=inputs.now, state=state,
+                                              override_fixed=inputs.override_fixed)
+        return Planned(actions, new, unknown)
+
+
+class OffMode:
+    name = "off"
+    job_details = False
+    strict_write_ahead = False
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        return Planned([], state, [])
+
+    def after_push(self, before, ahead, planned, actions, failed):
+        return planned
+
+
+MODES: dict[str, PushMode] = {m.name: m for m in (SiteFactorMode(), NiceMode(), PriorityMode(), OffMode())}
+
+
+def mode_for(name: str) -> PushMode:
+    try:
+        return MODES[name]
+    except KeyError:
+        raise ValueError(f"unknown push mode {name!r}") from None

@@ -1,0 +1,427 @@
+"""The daemon's front door under abuse: bad lengths, big bodies, idle connections, bind failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from daemon_proc import Daemon, fairshared_argv, free_port, write_config
+
+
+def raw(port: int, data: bytes, timeout: float = 5, family=socket.AF_INET, host="127.0.0.1") -> bytes:
+    """Send ``data``, read until the server closes (or ``timeout``)."""
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect((host, port))
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("abuse")
+    cfg = write_config(tmp / "fs.toml", f'[http]\ntoken = "s3cret"\n[state]\ndirectory = "{tmp}/state"\n')
+    d = Daemon(tmp, "--demo", "--period", "3600", "--config", str(cfg))
+    d.tmp = tmp
+    d.wait_ready()
+    d.wait_cycle(1)
+    yield d
+    d.stop()
+
+
+def cycles(d) -> int:
+    return d.status()["cycle"]
+
+
+@pytest.mark.parametrize("length", ["-1", "abc", "1e3", "+5"])
+def test_malformed_content_length_is_400(daemon, length):
+    out = raw(daemon.port, f"POST /-/recompute HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode())
+    assert out.startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_big_body_is_refused_unread_and_its_remainder_is_no_request(daemon):
+    before = cycles(daemon)
+    # declared 200 MiB, nothing sent: answered at once, before any of it is read
+    t0 = time.monotonic()
+    out = raw(daemon.port, b"POST /-/recompute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+                           b"Content-Length: 209715200\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 413 ") and time.monotonic() - t0 < 3
+    # a body that carries a second, authorised request: refused, the connection closed, no cycle
+    inner = b"POST /-/recompute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\n\r\n"
+    body = b"x" * 70000 + inner
+    out = raw(daemon.port, b"POST /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    assert out.count(b"HTTP/1.1 ") == 1 and out.startswith(b"HTTP/1.1 413 ")
+    time.sleep(0.5)
+    assert cycles(daemon) == before
+
+
+def test_token_is_checked_and_no_traceback_is_ever_logged(daemon):
+    out = raw(daemon.port, b"POST /-/recompute HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 401 ")
+    out = raw(daemon.port, b"GET /-/recompute HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 405 ")
+    assert "Traceback" not in daemon.log()
+    for line in daemon.log().splitlines():  # one format: every line is a JSON object
+        assert isinstance(json.loads(line), dict)
+
+
+def test_metrics_negotiates_openmetrics(daemon):
+    out = raw(daemon.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                           b"Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Content-Type: application/openmetrics-text; version=1.0.0" in head
+    assert body.endswith(b"# EOF\n") and body.count(b"# EOF") == 1 and b"fairshared_info" in body
+    plain = daemon.get("/metrics")
+    assert b"# EOF" not in plain and b'fairshared_info{' in plain
+
+
+def test_info_reports_what_runs(daemon):
+    line = next(ln for ln in daemon.get("/metrics").decode().splitlines() if ln.startswith("fairshared_info{"))
+    assert 'algorithm="fair_tree"' in line and 'source="demo"' in line and 'dry_run="false"' in line
+
+
+def test_ready_after_a_good_cycle(daemon):
+    assert daemon.get("/-/ready") == b"ready\n"
+
+
+def run_fails(*args, tmp=None) -> subprocess.CompletedProcess:
+    return subprocess.run(fairshared_argv() + ["run", "--demo", *args], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line(res, *needles):
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("listen, needle", [
+    ("127.0.0.1:99999", "out of range"),
+    ("127.0.0.1", "not HOST:PORT"),
+    (":abc", "not HOST:PORT"),
+    ("127.0.0.1:abc", "not a number"),
+    ("::1:80", "in brackets"),
+    ("no-such-host.invalid:9817", "cannot resolve"),
+    ("192.0.2.1:9817", "cannot listen"),  # TEST-NET-1: not an address of this host
+])
+def test_bad_listen_addresses_are_one_line(tmp_path, listen, needle):
+    cfg = write_config(tmp_path / "fs.toml", f'[http]\nallow_unauthenticated = true\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    assert_one_line(run_fails("--config", str(cfg), "--listen", listen), needle)
+
+
+def test_a_second_daemon_on_the_same_port_or_state_refuses_in_one_line(daemon, tmp_path):
+    other = write_config(tmp_path / "o.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
+    assert_one_line(run_fails("--config", str(other), "--listen", f"127.0.0.1:{daemon.port}"),
+                    "http.listen", "in use")
+    same_state = daemon.tmp / "fs.toml"
+    assert_one_line(run_fails("--config", str(same_state), "--listen", f"127.0.0.1:{free_port()}"),
+                    "state directory lock", "in use by another fairshared")
+    assert daemon.proc.poll() is None and daemon.get("/-/healthy") == b"ok\n"
+
+
+def test_ipv6_listen(tmp_path):
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 in this Python")
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no ::1 on this host")
+    port = free_port()
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg), "--listen", f"[::1]:{port}")
+    try:
+        deadline = time.monotonic() + 30
+        out = b""
+        while time.monotonic() < deadline and not out.startswith(b"HTTP/1.1 200"):
+            try:
+                out = raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                          family=socket.AF_INET6, host="::1")
+            except OSError:
+                time.sleep(0.2)
+        assert out.startswith(b"HTTP/1.1 200") and out.endswith(b"ok\n")
+    finally:
+        d.stop()
+
+
+# -- in process: the server's limits ---------------------------------------------------------------
+
+def test_idle_connections_are_capped_and_closed():
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=3, timeout=1, backlog=16, threads=2)
+    srv.start()
+    port = srv.address[1]
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        time.sleep(0.3)  # the server has accepted all three: it is at its limit
+        t0 = time.monotonic()
+        out = raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
+        waited = time.monotonic() - t0
+        assert out.startswith(b"HTTP/1.1 200") and out.endswith(b"ok\n")
+        # answered only once the idle ones were closed (timeout 1 s): the cap held meanwhile
+        assert 0.5 < waited < 8
+        for s in idle:  # and they were closed by the server
+            s.settimeout(1)
+            assert s.recv(10) == b""
+    finally:
+        for s in idle:
+            s.close()
+        srv.stop(2)
+
+
+# -- in process: recompute requests merge ----------------------------------------------------------
+
+@pytest.fixture
+def service(tmp_path):
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.service import Service
+
+    cfg = config_from_dict({"state": {"directory": str(tmp_path / "state")},
+                            "http": {"max_waiting": 2, "recompute_wait": 20}})
+    svc = Service(cfg, None, demo=True)
+    gate = threading.Event()
+    real = svc.runner.source.snapshot
+
+    def slow(*a, **kw):
+        gate.wait(20)
+        return real(*a, **kw)
+
+    svc.runner.source.snapshot = slow
+    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
+    svc.scheduler.start()
+    svc.gate = gate
+    yield svc
+    gate.set()
+    try:
+        svc.scheduler.shutdown(wait=False)
+    except Exception:
+        pass
+
+
+def wait_until(cond, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_many_requests_are_one_pending_cycle_and_few_callers_wait(service):
+    svc = service
+    assert svc.trigger("first") is True
+    wait_until(svc.runner.lock.locked)  # cycle 1 runs, blocked on the gate
+    merged = [svc.trigger("http") for _ in range(200)]
+    assert merged.count(True) == 1  # one pending cycle for 200 requests
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(svc.http_recompute())) for _ in range(10)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: sum(1 for c, _ in answers if c == 202) == 8)  # at once: only 2 may wait
+    svc.gate.set()
+    for t in threads:
+        t.join(20)
+    assert sorted(c for c, _ in answers) == [200, 200] + [202] * 8
+    wait_until(lambda: not svc.runner.lock.locked() and not svc.requests.pending)
+    time.sleep(0.3)
+    assert svc.runner.number == 2  # the running cycle and the one they all merged into
+
+
+def test_after_stop_no_queued_cycle_runs_and_waiters_are_answered(service):
+    svc = service
+    svc.trigger("first")
+    wait_until(svc.runner.lock.locked)
+    svc.trigger("http")  # queued behind the running one
+    answers = []
+    t = threading.Thread(target=lambda: answers.append(svc.http_recompute()))
+    t.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    stopper = threading.Thread(target=svc.shutdown)
+    stopper.start()
+    t.join(5)
+    assert answers and answers[0][0] == 503 and time.monotonic() - t0 < 5
+    svc.gate.set()
+    stopper.join(30)
+    time.sleep(0.5)
+    assert svc.runner.number == 1  # the queued cycle was dropped
+    assert svc.trigger("late") is False and svc.http_recompute()[0] == 503
+
+
+def test_health_turns_after_n_failures(service):
+    svc = service
+    assert svc.health() == (True, "ok\n") and svc.ready()[0] is False
+    svc.runner.failures = svc.config.http.unhealthy_after - 1
+    assert svc.health()[0] is True
+    svc.runner.failures += 1
+    assert svc.health() == (False, "unhealthy: 5 failed cycles in a row\n")
+
+
+# -- a failing, slow cluster: health, readiness, and SIGTERM with requests queued ------------------
+
+def slow_failing_cluster(tmp_path, seconds: float):
+    """A bin_dir whose every Slurm command takes ``seconds`` and fails: every cycle is pull_failed."""
+    import stat
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("scontrol", "sshare", "sacctmgr", "squeue", "sprio", "sacct"):
+        exe = bin_dir / name
+        exe.write_text(f"#!{sys.executable}\nimport sys, time\ntime.sleep({seconds})\n"
+                       f"sys.stderr.write('slurm_load_ctl_conf error: Unable to contact slurm controller\\n')\n"
+                       f"sys.exit(1)\n")
+        exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return bin_dir
+
+
+def get_status(d, path):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(d.url + path, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:  # not listening yet
+        return 0, b""
+
+
+def test_unhealthy_after_n_failed_cycles_and_never_ready(tmp_path):
+    bin_dir = slow_failing_cluster(tmp_path, 0)
+    cfg = write_config(tmp_path / "fs.toml", f'[source]\nkind = "cli"\nbin_dir = "{bin_dir}"\n'
+                                             f'[schedule]\nmax_backoff = 0.3\n[http]\nunhealthy_after = 3\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--config", str(cfg), "--period", "0.2")
+    try:
+        wait_until(lambda: get_status(d, "/-/ready")[0] == 503, 30)
+        wait_until(lambda: get_status(d, "/-/healthy")[0] == 503, 30)
+        code, body = get_status(d, "/-/healthy")
+        st = d.status()
+        assert code == 503 and body.startswith(b"unhealthy: ") and st["consecutive_failures"] >= 3
+        assert st["outcome"] == "pull_failed" and get_status(d, "/-/ready") == (
+            503, b"not ready: no cycle has computed a result yet\n")
+    finally:
+        d.stop()
+
+
+def test_sigterm_with_requests_queued_runs_no_further_cycle(tmp_path):
+    bin_dir = slow_failing_cluster(tmp_path, 2)
+    cfg = write_config(tmp_path / "fs.toml", f'[source]\nkind = "cli"\nbin_dir = "{bin_dir}"\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--config", str(cfg), "--period", "3600")
+    try:
+        wait_until(lambda: get_status(d, "/-/healthy")[0] == 200, 30)
+        answers = []
+
+        def post():
+            answers.append(d.post("/-/recompute", timeout=60)[0])
+
+        threads = [threading.Thread(target=post) for _ in range(40)]
+        for t in threads:
+            t.start()
+        wait_until(lambda: answers.count(202) == 38, 20)  # 2 wait, 38 were answered at once
+        t0 = time.monotonic()
+        assert d.stop(timeout=40) == 0
+        took = time.monotonic() - t0
+        for t in threads:
+            t.join(10)
+    finally:
+        if d.proc.poll() is None:
+            d.stop()
+    events = [json.loads(line)["event"] for line in d.log_path.read_text().splitlines()]
+    cycles_after_stop = events[events.index("stopping"):].count("cycle")
+    assert events.count("cycle") <= 2 and cycles_after_stop <= 1  # at most the one running at SIGTERM
+    assert events[-1] == "stopped" and took < 30
+    # the two that waited for the pending cycle were told it will not run
+    assert sorted(answers) == [202] * 38 + [503, 503]
+
+
+def test_idle_connections_under_a_low_fd_limit_leave_cycles_and_cpu_alone(tmp_path):
+    """The issue's case: ``ulimit -n 64`` and 63 idle connections.  The server stops accepting at
+    half the limit, so a cycle still gets its descriptors, and nothing spins."""
+    import resource
+    import signal as sig
+
+    port = free_port()
+    cfg = write_config(tmp_path / "fs.toml", f'[http]\ntimeout = 30\n[state]\ndirectory = "{tmp_path}/state"\n')
+    log = open(tmp_path / "daemon.log", "w")
+    proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--period", "3600", "--config", str(cfg),
+                                                 "--listen", f"127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    idle = []
+    try:
+        deadline = time.monotonic() + 30
+        while b"ok\n" not in (raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 1)
+                              if _listening(port) else b""):
+            assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "daemon.log").read_text()
+            time.sleep(0.2)
+        for _ in range(63):
+            idle.append(socket.create_connection(("127.0.0.1", port)))
+        time.sleep(1)
+        cpu0 = _cpu_seconds(proc.pid)
+        proc.send_signal(sig.SIGUSR1)  # a cycle while the connections are held
+        time.sleep(3)
+        cpu = _cpu_seconds(proc.pid) - cpu0
+        events = [json.loads(line) for line in (tmp_path / "daemon.log").read_text().splitlines()]
+        cycles = [e for e in events if e["event"] == "cycle"]
+        assert [c["outcome"] for c in cycles] == ["success", "success"], events[-3:]
+        assert cpu < 1.0, f"{cpu:.2f} s of CPU in 3 s: the loop spins"
+        assert not any("Too many open files" in json.dumps(e) for e in events)
+        assert proc.poll() is None
+    finally:
+        for s in idle:
+            s.close()
+        proc.send_signal(sig.SIGTERM)
+        assert proc.wait(40) == 0
+        log.close()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("http, listen, needles", [
+    ('token_file = "{tmp}/empty"', None, ["http.token_file", "empty"]),
+    ('token_file = "{tmp}/missing"', None, ["http.token_file", "No such file"]),
+    ('token = ""', None, ["http.token", "at least 1 character"]),
+    ("", "0.0.0.0:{port}", ["--listen", "is not loopback", "allow_unauthenticated"]),
+])
+def test_authentication_mistakes_stop_the_start_in_one_line(tmp_path, http, listen, needles):
+    (tmp_path / "empty").write_text("\n")
+    cfg = write_config(tmp_path / "fs.toml", "[http]\n" + http.format(tmp=tmp_path) + "\n"
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
+    args = ["--config", str(cfg)] + (["--listen", listen.format(port=free_port())] if listen else [])
+    assert_one_line(run_fails(*args), *needles)

@@ -1,0 +1,131 @@
+"""The daemon's own files: a damaged push state is set aside (never a crash), writes never follow
+symlinks, the state directory must be ours, and two daemons never share one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from daemon_proc import fairshared_argv, write_config
+from fairshared.daemon import statefiles
+from fairshared.model import InputError
+from test_runner import Queue, jobs, runner
+
+SHAPES = {
+    "jobs is a list": '{"version": 1, "mode": "site_factor", "jobs": [1, 2]}',
+    "job is a string": '{"version": 1, "mode": "site_factor", "jobs": {"5": "x"}}',
+    "value too big": '{"version": 1, "mode": "site_factor", "jobs": {"5": {"value": 1e400}}}',
+    "float value": '{"version": 1, "mode": "site_factor", "jobs": {"5": {"value": 1.5}}}',
+    "bad job id": '{"version": 1, "mode": "site_factor", "jobs": {"x5": {"value": 1}}}',
+    "a bare number": "1e400",
+    "a list": "[1, 2]",
+    "not json": "{{{",
+    "not utf-8": b"\xff\xfe{}",
+    "deep": "[" * 100000 + "]" * 100000,
+}
+
+
+@pytest.mark.parametrize("content", list(SHAPES.values()), ids=list(SHAPES))
+def test_untrusted_push_state_is_set_aside_and_replaced(tmp_path, content):
+    f = tmp_path / "push-state.json"
+    original = content if isinstance(content, bytes) else content.encode()
+    f.write_bytes(original)
+    q = Queue(jobs())
+    r = runner(q, tmp_path)  # must not raise
+    res = r.cycle()
+    assert res.outcome == "success" and res.pushed == 2
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("push-state.json.bad-")]
+    assert len(aside) == 1 and aside[0].read_bytes() == original  # kept for a post-mortem
+    assert set(json.loads(f.read_text())["jobs"]) == {"1", "2"}  # replaced by a good one
+
+
+def test_another_modes_state_is_ignored_not_set_aside(tmp_path):
+    (tmp_path / "push-state.json").write_text('{"version": 1, "mode": "nice", "jobs": {"1": {"value": 3}}}')
+    r = runner(Queue(jobs()), tmp_path)
+    assert r.state.jobs == {} and not any(p.name.endswith(".bad") or ".bad-" in p.name for p in tmp_path.iterdir())
+
+
+def test_a_symlinked_state_file_is_neither_read_nor_written_through(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"version": 1, "mode": "site_factor", "jobs": {}}')
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "push-state.json").symlink_to(target)
+    res = runner(Queue(jobs()), state).cycle()
+    assert res.pushed == 2
+    assert target.read_text() == '{"version": 1, "mode": "site_factor", "jobs": {}}'  # untouched
+    f = state / "push-state.json"
+    assert not f.is_symlink() and set(json.loads(f.read_text())["jobs"]) == {"1", "2"}
+
+
+def test_write_atomic_leaves_no_temporary_files_and_replaces_a_planted_link(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (tmp_path / "s.json").symlink_to(victim)
+    statefiles.write_atomic(tmp_path, "s.json", b"{}")
+    assert victim.read_text() == "keep" and (tmp_path / "s.json").read_bytes() == b"{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.json", "victim"]
+
+
+def test_read_json_refuses_what_it_cannot_trust(tmp_path):
+    assert statefiles.read_json(tmp_path / "absent") is None
+    (tmp_path / "big").write_bytes(b" " * 100)
+    with pytest.raises(statefiles.Untrusted, match="more than 10"):
+        statefiles.read_json(tmp_path / "big", max_bytes=10)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(statefiles.Untrusted, match="not a regular file"):
+        statefiles.read_json(tmp_path / "fifo")
+
+
+def test_state_directory_must_be_ours_and_not_writable_by_others(tmp_path):
+    d = tmp_path / "st"
+    statefiles.check_directory(d)
+    assert oct(d.stat().st_mode & 0o777) == oct(0o700)
+    d.chmod(0o777)
+    with pytest.raises(InputError, match="writable by others"):
+        statefiles.check_directory(d)
+    f = tmp_path / "file"
+    f.write_text("")
+    with pytest.raises(InputError, match="not a directory"):
+        statefiles.check_directory(f)
+
+
+def test_lock_is_exclusive_and_names_the_holder(tmp_path):
+    fd = statefiles.lock(tmp_path / "x.pid", "pid file")
+    try:
+        assert (tmp_path / "x.pid").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(InputError, match=rf"pid file .*in use by another fairshared \(pid {os.getpid()}\)"):
+            statefiles.lock(tmp_path / "x.pid", "pid file")
+    finally:
+        os.close(fd)
+    os.close(statefiles.lock(tmp_path / "x.pid", "pid file"))  # free again once released
+
+
+def test_a_world_writable_state_directory_stops_the_daemon_in_one_line(tmp_path):
+    d = tmp_path / "state"
+    d.mkdir()
+    d.chmod(0o777)
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{d}"\n')
+    res = subprocess.run(fairshared_argv() + ["run", "--demo", "--once", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "writable by others" in res.stderr and str(d) in res.stderr and "Traceback" not in res.stderr
+
+
+def test_write_atomic_fsyncs_the_file_then_the_directory(tmp_path, monkeypatch):
+    import stat
+
+    synced = []
+    real = os.fsync
+
+    def record(fd):
+        st = os.fstat(fd)
+        synced.append("dir" if stat.S_ISDIR(st.st_mode) else f"file:{st.st_size}")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", record)
+    statefiles.write_atomic(tmp_path, "s.json", b"12345")
+    assert synced == ["file:5", "dir"]  # the data before the rename, the rename itself after
