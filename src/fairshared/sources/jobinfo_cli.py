@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 from dataclasses import dataclass, field
 
 from ..model import InputError, Snapshot
-from ..priority import INFINITE, NICE_OFFSET, ClusterInfo, JobInfo, PartitionInfo, parse_weight_tres
+from ..priority import INFINITE, ClusterInfo, JobInfo, PartitionInfo, parse_weight_tres
 from .base import SourceError
 from .slurm_cli import SlurmCli
+from .slurm_text import SPRIO_FORMAT, SprioFacts, parse_last_decay_ran, parse_sprio_facts  # noqa: F401
 from .slurm_text import parse_config, priority_config, time_str_seconds
 
 SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
@@ -268,66 +268,6 @@ def parse_squeue_jobs(text: str, where: str = "squeue") -> list[JobInfo]:
             raise InputError(f"cannot read the job: {exc}", w) from None
         jobs.append(job)
     return jobs
-
-
-# --- sprio: site factor and operator-set priorities ----------------------------------------------
-
-SPRIO_FIELDS = ("%i", "%r", "%S", "%N", "%a", "%b", "%f", "%j", "%p", "%q", "%T")
-SPRIO_FORMAT = SEP.join(SPRIO_FIELDS)
-
-
-@dataclass(frozen=True)
-class SprioFacts:
-    site_factor: int
-    direct_set_prio: bool
-
-
-def parse_sprio_facts(text: str, where: str = "sprio") -> dict[int, SprioFacts]:
-    """``sprio -h -o SPRIO_FORMAT`` → per job: its SiteFactor and whether an operator set its priority.
-
-    sprio shows an operator-set (``direct_set_prio``) job with every factor 0 and
-    SITE/NICE 0 (one partition) or SITE/NICE −2^31 (several partitions: sprio's
-    ``_filter_job`` drops the direct priority there).  A job whose factors are
-    genuinely all 0 with SITE and NICE 0 has priority 1 either way, so calling it
-    operator-set changes nothing.
-    """
-    rows: dict[int, list[list[str]]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(SEP)]
-        if len(parts) != len(SPRIO_FIELDS):
-            raise InputError(f"has {len(parts)} fields, expected {len(SPRIO_FIELDS)}", f"{where}: line {lineno}")
-        try:
-            rows.setdefault(int(parts[0]), []).append(parts)
-        except ValueError:
-            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
-    out: dict[int, SprioFacts] = {}
-    for job_id, rs in rows.items():
-        try:
-            site = int(rs[0][2])
-            nice = int(rs[0][3])
-            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
-        except ValueError:
-            raise InputError(f"non-numeric factors for job {job_id}", where) from None
-        if len(rs) > 1:  # several partitions: 22.05's _filter_job prints SITE/NICE −2^31 for it;
-            # from 23.11 on every partition's row shows the set priority with all factors 0
-            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
-        else:
-            direct = zero and site == 0 and nice == 0
-        out[job_id] = SprioFacts(0 if direct else site, direct)
-    return out
-
-
-# --- the state file and sshare -----------------------------------------------------------------------
-
-
-def parse_last_decay_ran(data: bytes) -> int | None:
-    """``priority_last_decay_ran``: pack_time(last_ran), pack_time(last_reset), big-endian int64."""
-    if len(data) < 8:
-        return None
-    (t,) = struct.unpack(">q", data[:8])
-    return t or None
 
 
 def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..model import InputError
 from ..usage import BadRecord, JobRecord, UsagePolicy, report_bad
-from .slurm_text import parse_config
+from .slurm_text import parse_config, parse_decay_state
 
 SACCT_FIELDS = ["JobIDRaw", "Account", "User", "Partition", "QOS", "Start", "End", "State", "AllocTRES"]
 SACCT_FORMAT = ",".join(SACCT_FIELDS)
@@ -191,11 +190,9 @@ def parse_partition_billing(text: str) -> dict[str, str]:
 
 
 def parse_last_decay_ran(data: bytes) -> tuple[float, float] | None:
-    """``priority_last_decay_ran``: (last decay iteration, last usage reset), two big-endian int64."""
-    if len(data) < 16:
-        return None
-    last_ran, last_reset = struct.unpack(">qq", data[:16])
-    return float(last_ran), float(last_reset)
+    """``priority_last_decay_ran``: (last decay iteration, last usage reset) in seconds."""
+    state = parse_decay_state(data)
+    return None if state is None else (float(state[0]), float(state[1]))
 
 
 def iso_local(t: float) -> str:

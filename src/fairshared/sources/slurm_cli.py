@@ -33,11 +33,13 @@ from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
 from .base import SourceError
 from .slurm_text import (
+    SPRIO_FORMAT,
     SQUEUE_FORMAT,
     AssocRecord,
     parse_assoc_mgr,
     parse_config,
     parse_sacctmgr_assoc,
+    parse_sprio_facts,
     parse_squeue,
     priority_config,
     version_tuple,
@@ -147,8 +149,6 @@ class SlurmCli:
     def pending_jobs(self) -> list[Job]:
         """Pending jobs (squeue) with the SiteFactor slurmctld holds for each and whether an
         operator fixed its priority (both from sprio: see jobinfo_cli.parse_sprio_facts)."""
-        from .jobinfo_cli import SPRIO_FORMAT, parse_sprio_facts  # that module builds on this one
-
         jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
         if not jobs:
             return jobs

@@ -10,9 +10,11 @@ the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass
 
 from ..model import PARENT, InputError, Job, check_shares, check_usage
+from ..priority import NICE_OFFSET
 
 # --- scontrol show config ---------------------------------------------------------------------
 
@@ -246,3 +248,70 @@ def parse_squeue(text: str, where: str = "squeue") -> list[Job]:
                         partition=d["partition"], qos=d["qos"], priority=priority, nice=nice,
                         state=d["state"]))
     return jobs
+
+
+# --- sprio -h -o SPRIO_FORMAT: site factor and operator-set priorities ------------------------------
+
+SPRIO_FIELDS = ("%i", "%r", "%S", "%N", "%a", "%b", "%f", "%j", "%p", "%q", "%T")
+SPRIO_FORMAT = SEP.join(SPRIO_FIELDS)
+
+
+@dataclass(frozen=True)
+class SprioFacts:
+    site_factor: int
+    direct_set_prio: bool
+
+
+def parse_sprio_facts(text: str, where: str = "sprio") -> dict[int, SprioFacts]:
+    """``sprio -h -o SPRIO_FORMAT`` → per job: its SiteFactor and whether an operator set its priority.
+
+    sprio shows an operator-set (``direct_set_prio``) job with every factor 0 and
+    SITE/NICE 0 (one partition) or SITE/NICE −2^31 (several partitions: sprio's
+    ``_filter_job`` drops the direct priority there).  A job whose factors are
+    genuinely all 0 with SITE and NICE 0 has priority 1 either way, so calling it
+    operator-set changes nothing.
+    """
+    rows: dict[int, list[list[str]]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(SEP)]
+        if len(parts) != len(SPRIO_FIELDS):
+            raise InputError(f"has {len(parts)} fields, expected {len(SPRIO_FIELDS)}", f"{where}: line {lineno}")
+        try:
+            rows.setdefault(int(parts[0]), []).append(parts)
+        except ValueError:
+            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
+    out: dict[int, SprioFacts] = {}
+    for job_id, rs in rows.items():
+        try:
+            site = int(rs[0][2])
+            nice = int(rs[0][3])
+            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
+        except ValueError:
+            raise InputError(f"non-numeric factors for job {job_id}", where) from None
+        if len(rs) > 1:  # several partitions: 22.05's _filter_job prints SITE/NICE −2^31 for it;
+            # from 23.11 on every partition's row shows the set priority with all factors 0
+            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
+        else:
+            direct = zero and site == 0 and nice == 0
+        out[job_id] = SprioFacts(0 if direct else site, direct)
+    return out
+
+
+# --- the state file and sshare -----------------------------------------------------------------------
+
+
+def parse_decay_state(data: bytes) -> tuple[int, int] | None:
+    """``StateSaveLocation/priority_last_decay_ran``: pack_time(last_ran), pack_time(last_reset),
+    two big-endian int64 (priority_multifactor.c); None when the file is shorter."""
+    if len(data) < 16:
+        return None
+    last_ran, last_reset = struct.unpack(">qq", data[:16])
+    return last_ran, last_reset
+
+
+def parse_last_decay_ran(data: bytes) -> int | None:
+    """When slurmctld last recalculated every job's priority (0, unset: None)."""
+    state = parse_decay_state(data)
+    return (state[0] or None) if state else None
