@@ -141,8 +141,11 @@ directory = "{tmp_path / 'state'}"
         assert abs(site[job] - 10000 * fs[key]) <= 0.5 + 10000 * 5e-7, (job, key, site[job], fs[key])
 
 
-def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_has_no_config(tree, tmp_path):
-    env = dict(os.environ, SLURM_CONF=str(tmp_path / "no-such-slurm.conf"))
+def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_cannot_use_the_config(tree, tmp_path):
+    # an empty slurm.conf: libslurm's fatal() at once (a missing one is retried for 60 s by 25.11's clients)
+    conf = tmp_path / "empty-slurm.conf"
+    conf.write_text("")
+    env = dict(os.environ, SLURM_CONF=str(conf))
     # the very import that used to end the process from inside libslurm
     probe = subprocess.run([sys.executable, "-c",
                             "from fairshared.sources.pyslurm_source import import_pyslurm as i\n"
@@ -155,7 +158,7 @@ def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_has_no_config(tr
     run = subprocess.run([*fairshared_argv(), "run", "--once", "--dry-run", "--config", str(cfg),
                           "--listen", "127.0.0.1:0"], env=env, capture_output=True, text=True, timeout=180)
     out = run.stdout + run.stderr
-    assert "pyslurm_unavailable" in out and "no-such-slurm.conf" in out, out
+    assert "pyslurm_unavailable" in out and "empty-slurm.conf" in out and "ClusterName" in out, out
     assert '"using": "cli"' in out or "using=cli" in out, out
     assert run.returncode == 1  # the CLI cannot read that config either: a failed cycle, said in the log
     assert "pull_failed" in out, out
