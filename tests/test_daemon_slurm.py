@@ -155,13 +155,15 @@ def test_fair_tree_site_factor_is_slurms_own_fairshare(queue, tmp_path):
     first = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
     assert first["outcome"] == "success", first
     fs = {(r["Account"].strip(), r["User"]): float(r["FairShare"]) for r in sc.sshare_rows() if r["User"]}
-    out = sc.run(["sprio", "-h", "-o", "%i|%S|%F|%u|%a"]).stdout
-    rows = [ln.split("|") for ln in out.split() if ln]
+    owner = {int(i): (a, u) for i, u, a in (ln.split("|") for ln in
+             sc.run(["squeue", "-h", "-t", "PD", "-o", "%i|%u|%a"]).stdout.split() if ln)}
+    rows = [ln.split("|") for ln in sc.run(["sprio", "-h", "-o", "%i|%S|%F"]).stdout.split() if ln]  # no %o in 22.05
     jobs = set(queue["pending"].values())
     checked = 0
-    for jid, site, fairshare, user, account in rows:
+    for jid, site, fairshare in rows:
         if int(jid) not in jobs:
             continue
+        account, user = owner[int(jid)]
         # sshare prints F to 6 decimals: W·F from it is off by at most W·5e-7 before rounding
         assert abs(int(site) - W * fs[(account, user)]) <= 0.5 + W * 5e-7, (jid, site, fs[(account, user)])
         # sprio prints PriorityWeightFairshare·F (10000·F) rounded to an integer
