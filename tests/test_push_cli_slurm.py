@@ -56,7 +56,8 @@ def test_one_read_runs_each_slurm_command_once(pending):
     pi = JobInfoCli(cli).read(jobs=True, sshare=True)
     assert {j.job_id for j in pi.jobs} >= set(pending) and pi.slurm_fairshare
     runs = Counter(what for what, _ in cli.calls)
-    assert runs["scontrol show config"] == runs["scontrol show assoc_mgr"] == runs["sshare -a -l"] == 1, runs
-    assert max(runs.values()) == 1, runs
+    assert runs["scontrol show config"] == runs["scontrol show assoc_mgr flags=assoc"] == 1, runs
+    assert runs["sshare -a -l -P -m"] == 1, runs
+    assert max(runs.values()) == 1 and len(runs) >= 8, runs
     cli.snapshot()  # a new read runs them again
     assert Counter(what for what, _ in cli.calls)["scontrol show config"] == 2

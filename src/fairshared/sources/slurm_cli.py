@@ -53,7 +53,7 @@ class SlurmCli:
     timeout: float = 60.0
     bin_dir: str | None = None
     env: dict[str, str] | None = None
-    # (command, seconds) of the last commands run; bounded: a daemon runs them forever
+    # (command line, seconds) of the last commands run; bounded: a daemon runs them forever
     calls: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=1000), repr=False)
     # 22.05 only: the sibling order slurmctld holds, "lft" or "name" (engine.sibling_order), as
     # last seen in its ranks; "lft" (a fresh load) until its ranks tell otherwise
@@ -99,7 +99,7 @@ class SlurmCli:
         except subprocess.TimeoutExpired:
             raise SourceError(f"`{what}` did not answer within {self.timeout:g} s") from None
         finally:
-            self.calls.append((what, time.monotonic() - t0))
+            self.calls.append((" ".join(argv)[:200], time.monotonic() - t0))  # the whole command
         if res.returncode != 0:
             err = (res.stderr.strip().splitlines() or ["no error message"])[-1]
             raise SourceError(f"`{what}` failed (exit {res.returncode}): {err}")
