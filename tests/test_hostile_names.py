@@ -465,3 +465,38 @@ def test_every_subprocess_call_gets_an_argv_list():
         argv = node.args[0] if node.args else next(k.value for k in node.keywords if k.arg == "args")
         # a list display or a name bound to a list — never a string, an f-string or a concatenation
         assert isinstance(argv, (ast.List, ast.Name)), (where, ast.dump(argv))
+
+
+@pytest.mark.parametrize("mode", ["site_factor", "priority"])
+def test_unreadable_job_rows_are_skipped_counted_and_the_cycle_goes_on(tmp_path, monkeypatch, mode):
+    """squeue and sprio rows that cannot be read leave those jobs out (logged, counted); lines end at
+    \\n only, so line-break characters inside a field (\\x85, \\u2028, \\x1e, \\x0c) split nothing."""
+    from fairshared.sinks.metrics import Metrics
+
+    odd = "normal\x85\u2028\x1e\x0c"
+    r = responses()
+    good_short, good_long, good_sprio = squeue_text(), squeue_long_text(), sprio_text()
+    first = JOBS[0][0]
+    r["squeue"] = [{"when": ["-O"], "stdout": good_long.replace("normal", odd, 1) + "777\x1fgarbage\n"},
+                   {"when": ["-o"], "stdout": good_short.replace("normal", odd, 1) + "777\x1fgarbage\n"}]
+    # the second job's sprio row is cut short: whether an operator set its priority is unknown
+    second = JOBS[1][0]
+    rows = good_sprio.split("\n")
+    rows[1] = "\x1f".join(rows[1].split("\x1f")[:4])
+    r["sprio"] = [{"when": ["-o"], "stdout": "\n".join(rows)}]
+    bindir = tmp_path / "bin"
+    fsb.make_bin(bindir, r)
+    metrics = Metrics(version="test")
+    cfg = config_from_dict({"source": {"kind": "cli", "bin_dir": str(bindir), "timeout": 30},
+                            "push": {"mode": mode, "weight": 1000}})
+    source, updater = make_source_and_updater(cfg, demo=False)
+    res = Runner(cfg, source, updater, metrics, tmp_path / "state").cycle()
+    assert res.outcome == "success", res.error
+    assert {j.job_id for j in res.snapshot.jobs} == {j for j, *_ in JOBS} - {second}
+    assert first in {a.job_id for a in res.applied}  # its odd QOS name went through whole
+    assert second not in {a.job_id for a in res.applied}
+    skipped = res.snapshot.skipped_rows
+    assert len(skipped) == 2 and any("has 2 fields" in s for s in skipped), skipped
+    assert any(f"job {second}" in s or "has 4 fields" in s for s in skipped), skipped
+    text = metrics.render().decode()
+    assert "fairshared_skipped_job_rows_total 2.0" in text, text

@@ -168,3 +168,6 @@ class Snapshot:
     # what Slurm itself printed as each user association's FairShare (an sshare dump or the live
     # sshare), keyed like Association.key; empty when the source has no such column
     reported_fairshare: dict = field(default_factory=dict)
+    # job rows Slurm printed that could not be read, one line each naming command and row: those jobs
+    # are left out of ``jobs`` (an unreadable association row fails the read instead)
+    skipped_rows: list = field(default_factory=list)

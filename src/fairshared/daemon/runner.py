@@ -227,6 +227,8 @@ class Runner:
         if self.config.usage.origin == "accounting":
             snap = self._accounting_usage(snap)
         tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
+        if snap.skipped_rows:  # those jobs are left out; the others go on (model.Snapshot.skipped_rows)
+            self.log.warning("job rows skipped", count=len(snap.skipped_rows), first=snap.skipped_rows[0])
         return snap, details, tree
 
     def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, details, tree) -> Planned:

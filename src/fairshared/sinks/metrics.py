@@ -127,6 +127,7 @@ class _View:
     jobs_updated: int = 0
     push_errors: int = 0
     jobs_gone: int = 0
+    job_rows_skipped: int = 0
     planned_updates: int | None = None
     snapshot_associations: int | None = None
     snapshot_pending_jobs: int | None = None
@@ -227,6 +228,7 @@ class Metrics:
                 jobs_updated=old.jobs_updated + int(cycle.pushed),
                 push_errors=old.push_errors + int(cycle.push_errors),
                 jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
+                job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
             if fresh:
                 snap = cycle.snapshot
@@ -323,6 +325,8 @@ class Metrics:
             ("push_errors", v.push_errors, "Pending-job updates Slurm refused."),
             ("jobs_gone", v.jobs_gone,
              "Planned updates skipped because the job had ended meanwhile (not an error)."),
+            ("skipped_job_rows", v.job_rows_skipped,
+             "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
         ):
             yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
         if v.planned_updates is not None:

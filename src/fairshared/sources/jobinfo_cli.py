@@ -45,7 +45,7 @@ from ..model import InputError, Snapshot
 from ..priority import INFINITE, ClusterInfo, JobInfo, PartitionInfo, parse_weight_tres
 from .base import SourceError
 from .slurm_cli import SlurmCli
-from .slurm_text import SPRIO_FORMAT, SprioFacts, parse_last_decay_ran, parse_sprio_facts  # noqa: F401
+from .slurm_text import SPRIO_FORMAT, SprioFacts, parse_last_decay_ran, parse_sprio_facts, skip_or_raise  # noqa: F401
 from .slurm_text import parse_config, priority_config, time_str_seconds
 
 SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
@@ -77,7 +77,7 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
 def parse_slurm_conf_flags(text: str) -> str | None:
     """The last ``PriorityFlags=`` value in slurm.conf text (comments stripped), or None."""
     value = None
-    for line in text.splitlines():
+    for line in text.split("\n"):
         line = line.split("#", 1)[0]
         for m in re.finditer(r"(?i)\bPriorityFlags\s*=\s*(\S*)", line):
             value = m.group(1)
@@ -135,7 +135,7 @@ def _minutes(text: str) -> int | None:
 def parse_partitions(text: str, where: str = "scontrol show partition") -> dict[str, PartitionInfo]:
     """``scontrol -a -o show partition``: one PartitionInfo per line."""
     out: dict[str, PartitionInfo] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         kv = _kv(line)
@@ -156,7 +156,7 @@ def parse_partitions(text: str, where: str = "scontrol show partition") -> dict[
 def parse_nodes(text: str, where: str = "scontrol show node") -> tuple[int, int]:
     """``scontrol -a -o show node`` → (node count, Σ effective CPUs) = node_record_count, cluster_cpus."""
     nodes = cpus = 0
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip() or not line.startswith("NodeName="):
             continue
         kv = _kv(line)
@@ -172,7 +172,7 @@ def parse_nodes(text: str, where: str = "scontrol show node") -> tuple[int, int]
 def parse_qos(text: str, where: str = "sacctmgr show qos") -> dict[str, int]:
     """``sacctmgr -nP show qos format=name,priority`` → {name: priority} (empty priority = 0)."""
     out: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split("|")
@@ -192,7 +192,7 @@ def parse_assoc_priorities(text: str) -> dict[tuple[str, str | None, str | None]
     parents by slurmdbd; unset = 0, as ``_set_assoc_norm_priority`` makes it).
     """
     out: dict[tuple[str, str | None, str | None], int] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if not line.startswith("ClusterName="):
             continue
         kv = _kv(line)
@@ -225,15 +225,17 @@ def _epoch(text: str) -> int:
     raise InputError(f"time {t!r} is not Unix seconds (was SLURM_TIME_FORMAT=%s honoured?)")
 
 
-def parse_squeue_jobs(text: str, where: str = "squeue") -> list[JobInfo]:
-    """``squeue -h -O SQUEUE_LONG`` (with SLURM_TIME_FORMAT=%s) → JobInfo, site/direct not yet known."""
+def parse_squeue_jobs(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[JobInfo]:
+    """``squeue -h -O SQUEUE_LONG`` (with SLURM_TIME_FORMAT=%s) → JobInfo, site/direct not yet known.
+    A row that cannot be read is skipped and noted in ``skipped`` when given (slurm_text.skip_or_raise)."""
     jobs = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split(SEP)
         if len(parts) != len(SQUEUE_FIELDS):
-            raise InputError(f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
+            continue
         d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
         w = f"{where}: line {lineno} (job {d['JobID']})"
         try:
@@ -265,7 +267,8 @@ def parse_squeue_jobs(text: str, where: str = "squeue") -> list[JobInfo]:
                 reason=d["Reason"],
             )
         except (ValueError, InputError) as exc:
-            raise InputError(f"cannot read the job: {exc}", w) from None
+            skip_or_raise(skipped, f"cannot read the job: {exc}", w)
+            continue
         jobs.append(job)
     return jobs
 
@@ -336,15 +339,16 @@ class JobInfoCli:
     def assoc_priorities(self) -> dict:
         return parse_assoc_priorities(self._run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
 
-    def jobs(self, running: bool = False) -> list[JobInfo]:
+    def jobs(self, running: bool = False, skipped: list[str] | None = None) -> list[JobInfo]:
         # CALCULATE_RUNNING: sprio lists every job slurmctld still holds, finished ones included
         # (for MinJobAge); squeue then shows only the partition a multi-partition job ran in.
         states = "all" if running else "PD"
         return parse_squeue_jobs(self._run(["squeue", "-h", "-a", "-t", states, "-O", SQUEUE_LONG],
-                                           {"SLURM_TIME_FORMAT": "%s"}))
+                                           {"SLURM_TIME_FORMAT": "%s"}), skipped=skipped)
 
-    def sprio_facts(self) -> dict[int, SprioFacts]:
-        return parse_sprio_facts(self._run(["sprio", "-h", "-o", SPRIO_FORMAT]))
+    def sprio_facts(self, bad_jobs: set[int] | None = None, skipped: list[str] | None = None
+                    ) -> dict[int, SprioFacts]:
+        return parse_sprio_facts(self._run(["sprio", "-h", "-o", SPRIO_FORMAT]), bad_jobs=bad_jobs, skipped=skipped)
 
     def slurm_fairshare(self) -> dict:
         return parse_sshare_fairshare(self._run(["sshare", "-a", "-l", "-P", "-m"]))
@@ -402,11 +406,14 @@ class JobInfoCli:
         job_list: list[JobInfo] = []
         if jobs:
             running = "CALCULATE_RUNNING" in {f.upper() for f in cfg.get("priority_flags") or []}
-            job_list = self.jobs(running=running)
+            job_list = self.jobs(running=running, skipped=snap.skipped_rows)
             if job_list:
-                facts = self.sprio_facts()
+                bad: set[int] = set()
+                facts = self.sprio_facts(bad, snap.skipped_rows)
                 out = []
                 for j in job_list:
+                    if j.job_id in bad:  # unknown whether an operator set its priority: leave it alone
+                        continue
                     fact = facts.get(j.job_id)
                     ap = assoc_prio.get((j.account, j.user, j.partitions[0] if j.partitions else None),
                                         assoc_prio.get((j.account, j.user, None), 0))

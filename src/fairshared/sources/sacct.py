@@ -117,7 +117,7 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
     n = len(SACCT_FIELDS)
     tres_cache: dict[str, dict[str, float] | str] = {}  # AllocTRES strings repeat a lot
     records, bad = out.records, out.bad
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         parts = line.split("|")
         if len(parts) != n:
             if not line.strip():
@@ -165,7 +165,7 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
 def parse_qos_usage_factors(text: str, where: str = "sacctmgr show qos") -> dict[str, float]:
     """``sacctmgr -nP show qos format=name,usagefactor`` → {qos: factor} (unreadable → 1.0)."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if not line.strip():
             continue
         name, _, value = line.partition("|")
@@ -180,7 +180,7 @@ def parse_qos_usage_factors(text: str, where: str = "sacctmgr show qos") -> dict
 def parse_partition_billing(text: str) -> dict[str, str]:
     """``scontrol show partition -o`` → {partition: TRESBillingWeights} (only partitions that have some)."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
         name = fields.get("PartitionName")
         w = fields.get("TRESBillingWeights")

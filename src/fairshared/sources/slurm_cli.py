@@ -146,15 +146,22 @@ class SlurmCli:
                 return named, NAME
         return assocs, LFT
 
-    def pending_jobs(self) -> list[Job]:
+    def pending_jobs(self, skipped: list[str] | None = None) -> list[Job]:
         """Pending jobs (squeue) with the SiteFactor slurmctld holds for each and whether an
-        operator fixed its priority (both from sprio: see jobinfo_cli.parse_sprio_facts)."""
-        jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]))
+        operator fixed its priority (both from sprio: see slurm_text.parse_sprio_facts).
+
+        A job row that cannot be read leaves that job out and is noted in ``skipped`` (when
+        given; else it fails the read): the other jobs still get their updates."""
+        jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]), skipped=skipped)
         if not jobs:
             return jobs
-        facts = parse_sprio_facts(self.run(["sprio", "-h", "-o", SPRIO_FORMAT]))
+        bad: set[int] = set()
+        facts = parse_sprio_facts(self.run(["sprio", "-h", "-o", SPRIO_FORMAT]),
+                                  bad_jobs=bad if skipped is not None else None, skipped=skipped)
         out = []
         for j in jobs:
+            if j.job_id in bad:
+                continue
             f = facts.get(j.job_id)
             out.append(replace(j, site_factor=f.site_factor if f else None,
                                fixed_priority=bool(f and f.direct_set_prio)))
@@ -200,6 +207,7 @@ class SlurmCli:
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
         if kind == LFT:
             assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, cfg)
+        skipped: list[str] = []
         return Snapshot(
             associations=assocs,
             cluster=cfg.get("cluster_name"),
@@ -207,7 +215,8 @@ class SlurmCli:
             taken_at=taken,
             sibling_order=kind,
             config=cfg,
-            jobs=self.pending_jobs() if jobs else [],
+            jobs=self.pending_jobs(skipped) if jobs else [],
+            skipped_rows=skipped,
         )
 
 

@@ -22,7 +22,7 @@ from ..priority import NICE_OFFSET
 def parse_config(text: str) -> dict[str, str]:
     """``scontrol show config``: ``Key = Value`` lines into a dict (first occurrence wins)."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         m = re.match(r"^([A-Za-z_][\w/]*)\s*=\s?(.*)$", line)
         if m and m.group(1) not in out:
             out[m.group(1)] = m.group(2).strip()
@@ -185,7 +185,7 @@ def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[A
         records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
 
     in_block = False
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if line.startswith("ClusterName="):
             flush()
             block = {}
@@ -209,7 +209,7 @@ def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[A
 def parse_sacctmgr_assoc(text: str, fields: list[str], where: str = "sacctmgr show assoc") -> list[dict]:
     """``sacctmgr -nP show assoc format=<fields>``: one dict per line keyed by field name."""
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split("|")
@@ -227,23 +227,35 @@ SQUEUE_FIELDS = [("%A", "job_id"), ("%i", "display_id"), ("%u", "user"), ("%a", 
 SQUEUE_FORMAT = SEP.join(f for f, _ in SQUEUE_FIELDS)
 
 
-def parse_squeue(text: str, where: str = "squeue") -> list[Job]:
-    """``squeue -h -o SQUEUE_FORMAT``: one :class:`~fairshared.model.Job` per line."""
+def skip_or_raise(skipped: list[str] | None, what: str, where: str) -> None:
+    """A job row that cannot be read: noted in ``skipped`` (the rest of the read goes on), or,
+    when the caller keeps no such list, an :class:`InputError`."""
+    if skipped is None:
+        raise InputError(what, where)
+    skipped.append(f"{where}: {what}")
+
+
+def parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
+    """``squeue -h -o SQUEUE_FORMAT``: one :class:`~fairshared.model.Job` per line (lines end at
+    ``\n`` only: a job name may hold any other line break).  A row that cannot be read is skipped
+    and noted in ``skipped`` when given (see :func:`skip_or_raise`)."""
     jobs = []
     names = [n for _, n in SQUEUE_FIELDS]
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split(SEP)
         if len(parts) != len(names):
-            raise InputError(f"has {len(parts)} fields, expected {len(names)}", f"{where}: line {lineno}")
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(names)}", f"{where}: line {lineno}")
+            continue
         d = dict(zip(names, parts))
         try:
             job_id = int(d["job_id"])
             priority = int(d["priority"])
             nice = int(d["nice"])
         except ValueError:
-            raise InputError(f"has a non-numeric job id, priority or nice: {line!r}", f"{where}: line {lineno}") from None
+            skip_or_raise(skipped, f"has a non-numeric job id, priority or nice: {line!r}", f"{where}: line {lineno}")
+            continue
         jobs.append(Job(job_id=job_id, display_id=d["display_id"], user=d["user"], account=d["account"],
                         partition=d["partition"], qos=d["qos"], priority=priority, nice=nice,
                         state=d["state"]))
@@ -262,7 +274,8 @@ class SprioFacts:
     direct_set_prio: bool
 
 
-def parse_sprio_facts(text: str, where: str = "sprio") -> dict[int, SprioFacts]:
+def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None = None,
+                      skipped: list[str] | None = None) -> dict[int, SprioFacts]:
     """``sprio -h -o SPRIO_FORMAT`` → per job: its SiteFactor and whether an operator set its priority.
 
     sprio shows an operator-set (``direct_set_prio``) job with every factor 0 and
@@ -270,32 +283,48 @@ def parse_sprio_facts(text: str, where: str = "sprio") -> dict[int, SprioFacts]:
     ``_filter_job`` drops the direct priority there).  A job whose factors are
     genuinely all 0 with SITE and NICE 0 has priority 1 either way, so calling it
     operator-set changes nothing.
+
+    With ``bad_jobs`` given, a job whose rows cannot be read is added to it (and noted in
+    ``skipped``) instead of failing the read: its caller must then leave that job out, since
+    whether an operator set its priority is unknown.  A row that names no job id still fails.
     """
     rows: dict[int, list[list[str]]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    unreadable: dict[int, str] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = [p.strip() for p in line.split(SEP)]
-        if len(parts) != len(SPRIO_FIELDS):
-            raise InputError(f"has {len(parts)} fields, expected {len(SPRIO_FIELDS)}", f"{where}: line {lineno}")
         try:
-            rows.setdefault(int(parts[0]), []).append(parts)
+            job_id = int(parts[0])
         except ValueError:
             raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
+        if len(parts) != len(SPRIO_FIELDS):
+            unreadable[job_id] = f"{where}: line {lineno}: has {len(parts)} fields, expected {len(SPRIO_FIELDS)}"
+            continue
+        rows.setdefault(job_id, []).append(parts)
     out: dict[int, SprioFacts] = {}
     for job_id, rs in rows.items():
+        if job_id in unreadable:
+            continue
         try:
             site = int(rs[0][2])
             nice = int(rs[0][3])
             zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
         except ValueError:
-            raise InputError(f"non-numeric factors for job {job_id}", where) from None
+            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
+            continue
         if len(rs) > 1:  # several partitions: 22.05's _filter_job prints SITE/NICE −2^31 for it;
             # from 23.11 on every partition's row shows the set priority with all factors 0
             direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
         else:
             direct = zero and site == 0 and nice == 0
         out[job_id] = SprioFacts(0 if direct else site, direct)
+    if unreadable:
+        if bad_jobs is None:
+            raise InputError(next(iter(unreadable.values())))
+        bad_jobs.update(unreadable)
+        if skipped is not None:
+            skipped.extend(unreadable.values())
     return out
 
 
