@@ -59,7 +59,7 @@ def mismatches(source: SlurmCli):
     return snap.sibling_order, bad
 
 
-def test_sibling_order_in_every_state(slurm):
+def test_sibling_order_in_every_state(slurm, capsys):
     sc.ensure_cluster("fair_tree")
     _cleanup()
     for u in USERS:
@@ -97,8 +97,9 @@ def test_sibling_order_in_every_state(slurm):
     sc.wait_next_calc()  # slurmctld has re-synchronised with slurmdbd by the second one
     seen["slurmdbd away and back"] = mismatches(source)
 
-    print(f"\nsibling order on Slurm {slurm.version}: "
-          + "; ".join(f"{state}: {kind} ({len(bad)} off)" for state, (kind, bad) in seen.items()))
+    with capsys.disabled():  # the measurement shows in every run, not only with -s
+        print(f"\nsibling order on Slurm {slurm.version}: "
+              + "; ".join(f"{state}: {kind} ({len(bad)} off)" for state, (kind, bad) in seen.items()), flush=True)
     assert {state: bad for state, (kind, bad) in seen.items() if bad} == {}
     expected = ({"start-up": "lft", "run-time changes": "name", "slurmctld restart": "lft",
                  "run-time move back": "name"} if old else
