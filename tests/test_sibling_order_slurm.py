@@ -15,7 +15,7 @@ state                       22.05                    23.11 - 26.05
 right after start-up        lft                      lineage
 after run-time add/move/del name                     lineage
 after a slurmctld restart   lft                      lineage
-slurmdbd away and back      (measured, printed)      lineage
+slurmdbd away and back      name (no reload: kept)   lineage
 =========================== ======================== ==================
 """
 
