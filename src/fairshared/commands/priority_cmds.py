@@ -25,7 +25,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from ..priority import (
 )
 from ..sources.jobinfo_cli import JobInfoCli, PriorityInputs, parse_sshare_fairshare
 from ..sources.slurm_cli import SlurmCli
-from ..sources.slurm_text import version_tuple
+from ..sources.slurm_text import release_of
 from . import positive_float as _positive_float
 
 PRIORITY_INPUTS_VERSION = 1
@@ -282,6 +282,7 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
             node_count=int(c.get("node_count", 1)), cpu_count=int(c.get("cpu_count", 1)),
             assoc_priority_max=int(c.get("assoc_priority_max", 0)),
             tres_order=tuple(c.get("tres_order") or ClusterInfo().tres_order),
+            slurm_version=release_of(snap.config or {}),
         )
         if cluster.node_count < 1 or cluster.cpu_count < 1:
             raise ValueError("node_count and cpu_count must be >= 1")
@@ -397,16 +398,14 @@ def cmd_sprio(args: argparse.Namespace) -> int:
     algorithm = args.algorithm or default_algorithm(cfg)
     result = engine_result(pi.snapshot, algorithm)
     params = PriorityParams.from_config(cfg)
-    version = version_tuple(cfg.get("slurm_version"))  # (0, 0) when unknown: 22.05's sprio
-    cluster = replace(pi.cluster, slurm_version=version if version != (0, 0) else (22, 5))
-    rows = sprio(pi.jobs, fairshare_of(result), cluster, params, now)
+    rows = sprio(pi.jobs, fairshare_of(result), pi.cluster, params, now)
     if args.save_snapshot:
         _save(pi, args.save_snapshot, now)
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_sprio(rows, version=cluster.slurm_version))
+        sys.stdout.write(render_sprio(rows, version=pi.cluster.slurm_version))
     return 0
 
 

@@ -45,7 +45,14 @@ from ..model import InputError, Snapshot
 from ..priority import INFINITE, ClusterInfo, JobInfo, PartitionInfo, parse_weight_tres
 from .base import SourceError
 from .slurm_cli import SlurmCli
-from .slurm_text import SPRIO_FORMAT, SprioFacts, parse_last_decay_ran, parse_sprio_facts, skip_or_raise  # noqa: F401
+from .slurm_text import (  # noqa: F401 - SprioFacts and the sprio names are still imported from here
+    SPRIO_FORMAT,
+    SprioFacts,
+    parse_last_decay_ran,
+    parse_sprio_facts,
+    release_of,
+    skip_or_raise,
+)
 from .slurm_text import parse_config, priority_config, time_str_seconds
 
 SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
@@ -402,6 +409,7 @@ class JobInfoCli:
             partitions=parts, qos_priority=qos, node_count=max(node_count, 1), cpu_count=max(cpu_count, 1),
             assoc_priority_max=max(assoc_prio.values(), default=0),
             tres_order=tuple(extra["tres_order"] or ()) or ClusterInfo().tres_order,
+            slurm_version=release_of(cfg),
         )
         job_list: list[JobInfo] = []
         if jobs:
