@@ -46,6 +46,7 @@ SLURM_VERSION = os.environ.get("FAIRSHARED_SLURM_VERSION", "22.05")
 SERIES = tuple(int(x) for x in SLURM_VERSION.split(".")[:2])  # (25, 11)
 PARTITIONS = ("debug", "high")  # debug is the default partition
 PRIORITY_MODES = ("fair_tree", "classic")
+SETTINGS = ("default", "site")  # up --settings: "site" adds the priority settings sites use (see up)
 
 # First start may install Debian packages (apt-get update + install).
 UP_TIMEOUT = 2400.0  # a release built from source takes ~6 min on 2 cores, more when loaded
@@ -86,6 +87,7 @@ class ClusterInfo:
     node: str
     version: str = ""  # what `scontrol --version` says, e.g. "25.11.7"
     default_partition: str = "debug"
+    settings: str = "default"  # up --settings
 
     @property
     def series(self) -> tuple[int, int]:
@@ -94,7 +96,7 @@ class ClusterInfo:
 
 _current: ClusterInfo | None = None
 _cluster_path: str | None = None  # the cluster's own bin directories, from up's `export PATH=`
-_failures: dict[str, ClusterError] = {}
+_failures: dict[tuple[str, str], ClusterError] = {}
 
 
 def cluster_dir() -> Path:
@@ -152,26 +154,27 @@ def _script(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[
     return proc
 
 
-def ensure_cluster(priority: str = "fair_tree") -> ClusterInfo:
-    """Bring the cluster up with the given priority mode and describe it.
+def ensure_cluster(priority: str = "fair_tree", settings: str = "default") -> ClusterInfo:
+    """Bring the cluster up with the given priority mode and settings, and describe it.
 
-    Cached: a repeated call with the same mode does nothing.  Switching mode
-    rewrites slurm.conf and restarts slurmctld/slurmd (usage is kept).  A
-    failure is remembered, so later calls fail fast with the same error.
+    Cached: a repeated call with the same mode and settings does nothing.
+    Switching rewrites slurm.conf and restarts slurmctld/slurmd (usage is
+    kept).  A failure is remembered, so later calls fail fast with the same error.
     """
     global _current, _cluster_path
     if priority not in PRIORITY_MODES:
         raise ValueError(f"priority must be one of {PRIORITY_MODES}, not {priority!r}")
-    if _current is not None and _current.priority == priority:
+    if settings not in SETTINGS:
+        raise ValueError(f"settings must be one of {SETTINGS}, not {settings!r}")
+    if _current is not None and (_current.priority, _current.settings) == (priority, settings):
         return _current
-    if priority in _failures:
-        raise _failures[priority]
+    if (priority, settings) in _failures:
+        raise _failures[(priority, settings)]
     d = cluster_dir()
     try:
-        proc = _script([str(UP), "--slurm", SLURM_VERSION, "--priority", priority, "--dir", str(d), "--quiet"],
-                       UP_TIMEOUT)
+        proc = _script(_up_argv(priority, settings), UP_TIMEOUT)
     except ClusterError as exc:
-        _failures[priority] = exc
+        _failures[(priority, settings)] = exc
         raise
     exports = parse_exports(proc.stdout)
     conf = Path(exports.get("SLURM_CONF", d / "etc" / "slurm.conf"))
@@ -187,11 +190,16 @@ def ensure_cluster(priority: str = "fair_tree") -> ClusterInfo:
                              check=False).stdout.split()[-1:] or ["?"]
     _current = ClusterInfo(
         dir=d, conf=conf, env=env, cluster_name=CLUSTER_NAME,
-        partitions=PARTITIONS, priority=priority, node=node, version=version[0],
+        partitions=PARTITIONS, priority=priority, node=node, version=version[0], settings=settings,
     )
     if _current.series != SERIES:
         raise ClusterError(f"asked for Slurm {SLURM_VERSION}, the cluster runs {_current.version}")
     return _current
+
+
+def _up_argv(priority: str, settings: str) -> list[str]:
+    return [str(UP), "--slurm", SLURM_VERSION, "--priority", priority, "--settings", settings,
+            "--dir", str(cluster_dir()), "--quiet"]
 
 
 def current() -> ClusterInfo | None:
@@ -210,7 +218,7 @@ def cluster_available(priority: str = "fair_tree") -> bool:
 
 def unavailable_reason(priority: str = "fair_tree") -> str | None:
     """One-line reason why the cluster could not be started (or None)."""
-    exc = _failures.get(priority)
+    exc = _failures.get((priority, "default"))
     return str(exc).splitlines()[0] if exc else None
 
 
@@ -414,5 +422,4 @@ def bounce_slurmdbd(away: float = 3.0) -> None:
     time.sleep(away)
     if _current is None:
         raise ClusterError("bounce_slurmdbd: no cluster")
-    _script([str(UP), "--slurm", SLURM_VERSION, "--priority", _current.priority, "--dir", str(cluster_dir()),
-             "--quiet"], UP_TIMEOUT)
+    _script(_up_argv(_current.priority, _current.settings), UP_TIMEOUT)

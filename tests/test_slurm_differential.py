@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 
 import slurm_cluster as sc
-from fairshared.engine import build_tree, compute
+from fairshared.engine import Params, build_tree, compute
 from fairshared.model import PARENT
 from fairshared.output import result_records
 from fairshared.sources.slurm_cli import SlurmCli
@@ -131,9 +131,10 @@ def run_workload(seed, users):
 # --- comparing ------------------------------------------------------------------------------------
 
 def sshare_by_key():
+    """sshare -a -l -P -m (with the Partition column) keyed (account, user, partition)."""
     out = {}
-    for r in sc.sshare_rows():
-        key = (r["Account"].strip(), r["User"] or None)
+    for r in sc.sshare_rows("-m"):
+        key = (r["Account"].strip(), r["User"] or None, r.get("Partition") or None)
         out[key] = r
     return out
 
@@ -147,10 +148,10 @@ def _num(text):
 def compare(algorithm, snapshot, rows, result=None):
     """Mismatches (strings) between sshare's rows and our computation on the snapshot."""
     tree = build_tree(snapshot.associations)
-    if result is None:
-        result = compute(tree, algorithm)
-    ours = {(r["account"], r["user"]): r for r in result_records(result) if r["partition"] is None}
-    depth = dict(zip([(tree.account[i], tree.user[i]) for i in range(tree.n)], tree.depth))
+    if result is None:  # the cluster's FairShareDampeningFactor (classic only), as the daemon reads it
+        result = compute(tree, algorithm, Params(dampening=float(snapshot.config.get("dampening", 1))))
+    ours = {(r["account"], r["user"], r["partition"]): r for r in result_records(result)}
+    depth = dict(zip([tree.key(i) for i in range(tree.n)], tree.depth))
     used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]
     rel = 2 * E / min(used) if used else 0.0
     bad = []

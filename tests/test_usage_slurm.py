@@ -116,52 +116,11 @@ def test_slurm_model_matches_slurmctld(slurm):
         assert src.state.running, "the first fetch should have seen running jobs"
         sc.wait_jobs(jobs, timeout=240)
 
-        # slurmdbd learns of job ends asynchronously: wait until sacct has them all
-        deadline = time.monotonic() + 60
-        while True:
-            recs, bad = src.fetch(now=time.time(), not_before=zeroed)
-            ended = {r.job_id for r in recs if r.end is not None}
-            if set(jobs) <= ended or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert set(jobs) <= ended, f"sacct lacks the end of {sorted(set(jobs) - ended)}"
-        assert bad == []
+        wait_sacct_ends(src, jobs, zeroed)
 
-        # slurmctld's usage, between two reads of its decay state (same iteration on both sides)
-        for _ in range(10):
-            before = _decay_state(cli)
-            snap = cli.snapshot(jobs=False)
-            at = time.time()
-            after = _decay_state(cli)
-            if before == after and at - after[0] < 55:
-                break
-            time.sleep(2)
-        else:
-            pytest.fail("could not read slurmctld's usage between two decay iterations")
-        extra = usage_settings(cli.run)
-        assert extra["priority_last_decay_ran"] == after[0]
-        policy = UsagePolicy.from_config({**snap.config, **extra}, reset_at=zeroed)
-        recs, bad = src.fetch(now=at, not_before=policy.not_before(at))
-        result = compute_usage(recs, snap.associations, policy, at, ["slurm", "exact"])
-        assert result.bad == [] and bad == []
-        ours = result.by_key("slurm")
-        exact = result.by_key("exact")
-        ctld = {a.key: a.usage for a in snap.associations}
+        ctld, _, off, report = usage_against_slurmctld(cli, src, zeroed)
         root = ctld[("root", None, None)]
         assert root > 100_000  # the workload is ~ 160,000 billable CPU-seconds
-        lines, worst, off = [], 0.0, []
-        for key, u in ctld.items():
-            if u == 0 and ours[key] == 0:
-                continue
-            dev = abs(ours[key] - u) / max(u, 1e-9)
-            worst = max(worst, dev)
-            if abs(ours[key] - u) > TOL_ABS + TOL_REL * u:
-                off.append(key)
-            name = "/".join(str(k) for k in key if k)
-            lines.append(f"{name:<22} slurmctld {u:12.2f}  slurm {ours[key]:12.2f}"
-                         f"  exact {exact[key]:12.2f}  deviation {dev:.2e}")
-        report = "\n".join(lines) + f"\nlargest relative deviation (slurm model): {worst:.3e}"
-        print(report)
         assert {A, B, B1} <= {k[0] for k, u in ctld.items() if u >= 0.01 * root}, report
         assert off == [], report
 
@@ -183,6 +142,61 @@ def test_slurm_model_matches_slurmctld(slurm):
                 assert abs(comp[(acct, user)] - u) <= TOL_ABS + TOL_REL * u, (acct, user, comp[(acct, user)], u)
     finally:
         _cleanup([B1, A, B], Q)
+
+
+def wait_sacct_ends(src: SacctJobs, jobs, zeroed: float) -> None:
+    """slurmdbd learns of job ends asynchronously: wait until sacct has them all."""
+    deadline = time.monotonic() + 60
+    while True:
+        recs, bad = src.fetch(now=time.time(), not_before=zeroed)
+        ended = {r.job_id for r in recs if r.end is not None}
+        if set(jobs) <= ended or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert set(jobs) <= ended, f"sacct lacks the end of {sorted(set(jobs) - ended)}"
+    assert bad == []
+
+
+def usage_against_slurmctld(cli: SlurmCli, src: SacctJobs, zeroed: float):
+    """slurmctld's UsageRaw, read between two reads of its decay state (one iteration on both
+    sides), against our ``slurm`` model over sacct's records since ``zeroed``.
+
+    Returns (slurmctld's usage by key, ours by key, the keys off by more than TOL_ABS + TOL_REL·u,
+    a printable report).
+    """
+    for _ in range(10):
+        before = _decay_state(cli)
+        snap = cli.snapshot(jobs=False)
+        at = time.time()
+        after = _decay_state(cli)
+        if before == after and at - after[0] < 55:
+            break
+        time.sleep(2)
+    else:
+        pytest.fail("could not read slurmctld's usage between two decay iterations")
+    extra = usage_settings(cli.run)
+    assert extra["priority_last_decay_ran"] == after[0]
+    policy = UsagePolicy.from_config({**snap.config, **extra}, reset_at=zeroed)
+    recs, bad = src.fetch(now=at, not_before=policy.not_before(at))
+    result = compute_usage(recs, snap.associations, policy, at, ["slurm", "exact"])
+    assert result.bad == [] and bad == []
+    ours = result.by_key("slurm")
+    exact = result.by_key("exact")
+    ctld = {a.key: a.usage for a in snap.associations}
+    lines, worst, off = [], 0.0, []
+    for key, u in ctld.items():
+        if u == 0 and ours[key] == 0:
+            continue
+        dev = abs(ours[key] - u) / max(u, 1e-9)
+        worst = max(worst, dev)
+        if abs(ours[key] - u) > TOL_ABS + TOL_REL * u:
+            off.append(key)
+        name = "/".join(str(k) for k in key if k)
+        lines.append(f"{name:<22} slurmctld {u:12.2f}  slurm {ours[key]:12.2f}"
+                     f"  exact {exact[key]:12.2f}  deviation {dev:.2e}")
+    report = "\n".join(lines) + f"\nlargest relative deviation (slurm model): {worst:.3e}"
+    print(report)
+    return ctld, ours, off, report
 
 
 @pytest.fixture(autouse=True)
