@@ -49,7 +49,7 @@ from ..inputs.sshare_dump import parse_sshare
 from ..model import InputError, Job, Snapshot
 from ..priority import INFINITE, ClusterInfo, PartitionInfo, parse_weight_tres
 from .slurm_commands import SlurmCommands
-from .slurm_text import (
+from .slurm_text import (  # noqa: F401 - SprioFacts is still imported from here
     SPRIO_FORMAT,
     SQUEUE_ENV,
     SprioFacts,
