@@ -47,10 +47,9 @@ from fairshared.daemon.runner import Runner
 from fairshared.daemon.service import make_source_and_updater
 from fairshared.sinks.base import PushAction
 from fairshared.sinks.push_cli import CliUpdater
-from fairshared.sources.jobinfo_cli import SPRIO_FORMAT, SQUEUE_LONG, JobInfoCli
 from fairshared.sources.sacct import SACCT_FORMAT, IncrementalJobs, SacctJobs
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.sources.slurm_text import SQUEUE_FORMAT
+from fairshared.sources.slurm_text import SPRIO_FORMAT, SQUEUE_LONG
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SEP = "\x1f"
@@ -155,11 +154,6 @@ def sacctmgr_assoc_text() -> str:
     return "".join(f"{acct}|{user or ''}|{part or ''}|{order}\n" for (acct, user, part), *_r, order in TREE)
 
 
-def squeue_text() -> str:
-    return "".join(SEP.join([str(j), str(j), u, a, p, "normal", "1000", "0", "PENDING"]) + "\n"
-                   for j, u, a, p in JOBS)
-
-
 def squeue_long_text() -> str:
     return "".join(SEP.join([str(j), str(j), u, a, "normal", "1000", "0", "PENDING", p, str(NOW - 600),
                              str(NOW - 600), str(NOW - 600), "2", "1", "60", "cpu=2,mem=100M,node=1,billing=2",
@@ -204,7 +198,7 @@ def responses(cluster: str = "fs", assoc_mgr_ok: bool = True, hostile_running: b
         "sacctmgr": [ok(["show", "assoc"], sacctmgr_assoc_text()),
                      ok(["format=name,usagefactor"], "normal|1.000000\n"),
                      ok(["format=name,priority"], "normal|0\n")],
-        "squeue": [ok(["-O"], squeue_long_text()), ok(["-o"], squeue_text())],
+        "squeue": [ok(["-O"], squeue_long_text())],
         "sprio": [ok(["-o"], sprio_text())],
         "sacct": [ok(["-j"], ""), ok(["-S"], sacct_text(hostile_running))],
     }
@@ -239,12 +233,11 @@ SHAPES = {
     "config": ("scontrol", "show", "config"),
     "assoc_mgr": ("scontrol", "show", "assoc_mgr", "flags=assoc"),
     "sshare": ("sshare", "-a", "-l", "-P", "-m"),
-    "squeue": ("squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT),
+    "squeue": ("squeue", "-h", "-a", "-t", "PD", "-O", SQUEUE_LONG),
     "sprio": ("sprio", "-h", "-o", SPRIO_FORMAT),
     "partitions": ("scontrol", "-a", "-o", "show", "partition"),
     "nodes": ("scontrol", "-a", "-o", "show", "node"),
     "qos_priority": ("sacctmgr", "-nP", "show", "qos", "format=name,priority"),
-    "squeue_long": ("squeue", "-h", "-a", "-t", "PD", "-O", SQUEUE_LONG),
     "billing": ("scontrol", "show", "partition", "-o"),
     "qos_factor": ("sacctmgr", "-nP", "show", "qos", "format=name,usagefactor"),
     "sacct": SACCT + ("-S", "<time>", "-E", "<time>"),
@@ -313,7 +306,7 @@ def test_daemon_cycle_with_hostile_names(cluster, tmp_path, mode):
     got = {shape(fsb.command(c)) for c in recorded}
     want = {SHAPES[k] for k in ("config", "assoc_mgr", "sshare", mode)}
     want |= {SHAPES[k] for k in ("squeue", "sprio")} if mode != "priority" else \
-        {SHAPES[k] for k in ("partitions", "nodes", "qos_priority", "squeue_long", "sprio")}
+        {SHAPES[k] for k in ("partitions", "nodes", "qos_priority", "squeue", "sprio")}
     assert got == want
     pushed = [fsb.command(c) for c in recorded if "update" in c["argv"]]
     assert sorted(c[2] for c in pushed) == [f"JobId={j}" for j, *_ in JOBS]
@@ -370,7 +363,7 @@ def fairshared(bindir: Path, *args: str) -> subprocess.CompletedProcess:
     (["usage", "--format", "json", "--models", "slurm"],
      ("config", "assoc_mgr", "sshare", "billing", "qos_factor", "sacct"), (A, B, C, U1, U2, U3, U4, U5, P)),
     (["sprio", "--source", "slurm", "--format", "json"],
-     ("config", "assoc_mgr", "sshare", "partitions", "nodes", "qos_priority", "squeue_long", "sprio"),
+     ("config", "assoc_mgr", "sshare", "partitions", "nodes", "qos_priority", "squeue", "sprio"),
      (U1, U2, U3, U4, U5, P)),
 ], ids=["compute", "usage", "sprio"])
 def test_cli_commands_with_hostile_names(cluster, args, shapes, shown):
@@ -391,7 +384,7 @@ def test_cli_commands_with_hostile_names(cluster, args, shapes, shown):
 def test_run_passes_every_argument_verbatim(cluster):
     cli = SlurmCli(bin_dir=str(cluster))
     assert cli.run(["sshare", *ANYTHING]) == "ok\n"
-    JobInfoCli(cli)._run(["sshare", *reversed(ANYTHING)], {"SLURM_TIME_FORMAT": "%s"})
+    cli.run_with(["sshare", *reversed(ANYTHING)], {"SLURM_TIME_FORMAT": "%s"})
     first, second = fsb.calls(cluster)
     assert first["argv"][0] == os.path.join(str(cluster), "sshare")
     assert first["argv"][1:] == ANYTHING and second["argv"][1:] == ANYTHING[::-1]
@@ -475,10 +468,9 @@ def test_unreadable_job_rows_are_skipped_counted_and_the_cycle_goes_on(tmp_path,
 
     odd = "normal\x85\u2028\x1e\x0c"
     r = responses()
-    good_short, good_long, good_sprio = squeue_text(), squeue_long_text(), sprio_text()
+    good_long, good_sprio = squeue_long_text(), sprio_text()
     first = JOBS[0][0]
-    r["squeue"] = [{"when": ["-O"], "stdout": good_long.replace("normal", odd, 1) + "777\x1fgarbage\n"},
-                   {"when": ["-o"], "stdout": good_short.replace("normal", odd, 1) + "777\x1fgarbage\n"}]
+    r["squeue"] = [{"when": ["-O"], "stdout": good_long.replace("normal", odd, 1) + "777\x1fgarbage\n"}]
     # the second job's sprio row is cut short: whether an operator set its priority is unknown
     second = JOBS[1][0]
     rows = good_sprio.split("\n")

@@ -156,3 +156,25 @@ def test_a_user_whose_account_no_row_defines_is_refused_with_its_line():
     text = DUMP.replace("  chem|dave|", "  chemx|dave|")
     with pytest.raises(InputError, match=r"dump.txt:10: user 'dave' names account 'chemx', which no row defines"):
         parse(text)
+
+
+def test_sshare_25_11_classic_leaves_account_fairshare_blank():
+    # 25.11.7, PriorityFlags=NO_FAIR_TREE, `sshare -a -l -P -m`: the classic long format has no LevelFS
+    # (src/sshare/process.c) and PRINT_FSFACTOR prints NO_VAL64 (blank) for every row but users'
+    # (through 25.05 sshare computed a classic FairShare for account rows too); blank = not reported
+    text = ("Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|GrpTRESMins"
+            "|TRESRunMins\n"
+            "root||||0.000000|1200||1.000000|||cpu=0,mem=0,energy=0,node=0,billing=0\n"
+            " physics|||40|0.800000|1000|0.833333|0.833333|||cpu=0,mem=0,energy=0,node=0,billing=0\n"
+            "  physics|alice||1|0.800000|1000|0.833333|0.833333|0.486327||cpu=0,mem=0,energy=0,node=0,billing=0\n"
+            " chem|||10|0.200000|200|0.166667|0.166667|||cpu=0,mem=0,energy=0,node=0,billing=0\n"
+            "  chem|bob||1|0.200000|200|0.166667|0.166667|0.561231||cpu=0,mem=0,energy=0,node=0,billing=0\n")
+    snap = parse_sshare(io.StringIO(text), "sshare-25.11-classic")
+    assert snap.reported_fairshare == {("physics", "alice", None): 0.486327, ("chem", "bob", None): 0.561231}
+    assert [a.key for a in snap.associations if a.user is None] == [("root", None, None), ("physics", None, None),
+                                                                     ("chem", None, None)]
+    from fairshared.sources.jobinfo_cli import parse_sshare_fairshare
+
+    assert parse_sshare_fairshare(text) == snap.reported_fairshare  # compare's "Slurm's order": users only
+    result = compute(build_tree(snap.associations), "classic")
+    assert 0 < min(result.fairshare) and max(result.fairshare) <= 1

@@ -12,7 +12,8 @@ import math
 import pytest
 
 from fairshared import priority as P
-from fairshared.priority import ClusterInfo, JobInfo, PartitionInfo, PriorityParams
+from fairshared.model import Job
+from fairshared.priority import ClusterInfo, PartitionInfo, PriorityParams
 
 NOW = 1_800_000_000
 
@@ -28,11 +29,14 @@ WEIGHTS = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_jobsize
                          weight_qos=1000, max_age=86400)
 
 
-def job(**kw) -> JobInfo:
-    base = {"job_id": 1, "user": "alice", "account": "phys", "partitions": ("debug",), "submit_time": NOW - 100,
+def job(**kw) -> Job:
+    if "partitions" in kw:
+        kw["partition"] = ",".join(kw.pop("partitions"))
+    base = {"job_id": 1, "user": "alice", "account": "phys", "partition": "debug", "qos": "normal", "priority": 1,
+            "site_factor": 0, "submit_time": NOW - 100,
             "eligible_time": NOW - 100, "accrue_time": NOW - 100, "cpus": 100, "min_nodes": 1}
     base.update(kw)
-    return JobInfo(**base)
+    return Job(**base)
 
 
 # --- configuration parsing ------------------------------------------------------------------------
@@ -296,6 +300,7 @@ def test_render_cuts_long_fields_like_sprio():
 from fairshared.sources import jobinfo_cli as jc
 from fairshared.sources.base import SourceError
 from fairshared.sources.slurm_cli import SlurmCli
+from fairshared.sources.slurm_text import parse_config, parse_squeue, priority_config
 
 PARTITION_LINE = (
     "PartitionName=high AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
@@ -355,7 +360,7 @@ def test_parse_qos_and_assoc_priorities():
 
 
 def test_parse_squeue_jobs():
-    jobs = jc.parse_squeue_jobs(SQUEUE_OUT)
+    jobs = parse_squeue(SQUEUE_OUT)
     j48, j49, j50 = jobs
     assert (j48.job_id, j48.user, j48.account, j48.partitions, j48.priority, j48.cpus, j48.min_nodes) == (
         48, "prx2", "prxa", ("high",), 8171, 30, 1)
@@ -364,7 +369,7 @@ def test_parse_squeue_jobs():
     assert (j50.display_id, j50.nice, j50.accrue_time, j50.time_limit, j50.tres["mem"]) == (
         "50_7", -5, 0, 24 * 60 + 30, 1500)
     with pytest.raises(jc.InputError):
-        jc.parse_squeue_jobs("1\x1f2\n")
+        parse_squeue("1\x1f2\n")
 
 
 def test_parse_sprio_facts_finds_site_factors_and_operator_set_priorities():
@@ -455,7 +460,7 @@ def test_read_puts_it_all_together(tmp_path):
                    ("scontrol", "-a", "-o", "show", "node"): NODE_LINE + "\n",
                    ("sacctmgr", "-nP", "show", "qos"): "normal|0\n", ("squeue",): SQUEUE_OUT,
                    ("sprio",): SPRIO_OUT})
-    pi = jc.JobInfoCli(cli).read(sshare=True)
+    pi = cli.priority_inputs(sshare=True)
     assert pi.last_calc == 1795326900
     # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins
     assert pi.snapshot.config["priority_flags"] == ["NO_NORMAL_QOS"] and not pi.warnings
@@ -469,7 +474,7 @@ def test_read_puts_it_all_together(tmp_path):
     assert squeue_env["SLURM_TIME_FORMAT"] == "%s"
     # slurm.conf unreadable: all four NO_NORMAL_* flags, with a warning
     conf.unlink()
-    pi = jc.JobInfoCli(cli).read()
+    pi = cli.priority_inputs()
     assert pi.warnings and "NO_NORMAL_ALL" in pi.warnings[0]
     assert PriorityParams.from_config(pi.snapshot.config).flags == frozenset(P.NO_NORMAL)
 
@@ -480,3 +485,70 @@ def test_a_failing_command_is_named():
         jc.JobInfoCli(cli).partitions()
     with pytest.raises(SourceError, match="`squeue -h -a -t PD -O …` failed"):
         jc.JobInfoCli(cli).jobs()
+
+
+# --- 24.11+: a job in several QOS (--qos=a,b) -----------------------------------------------------------
+
+
+def test_several_qos_rows_per_partition_and_qos_as_24_11_builds_them():
+    from dataclasses import replace
+
+    # slurmctld sorts the QOS list by Priority, highest first (_get_qos_ptr_list: priority_sort_qos_desc);
+    # the job's own QOS is the first.  sprio gets one object per partition x QOS, QOS inner
+    # (_create_prio_list_part / _create_prio_list_qos); a QOS with Priority 0 keeps the own QOS's factor
+    cluster = replace(CLUSTER, slurm_version=(24, 11))
+    j = job(partitions=("debug", "high"), qos="lo,normal,hi", accrue_time=0)
+    assert P.ordered_qos(j, cluster) == ["hi", "lo", "normal"]
+    rows = P.sprio_rows(j, 0.5, cluster, WEIGHTS, NOW)
+    # fs 5000 + job size 250 + partition 100 (debug) / 1000 (high) + QOS 1000 (hi) / 250 (lo) / 1000 (normal: kept)
+    assert [(r.partition, r.qos_name, r.qos, r.priority) for r in rows] == [
+        ("debug", "hi", 1000.0, 6350), ("debug", "lo", 250.0, 5600), ("debug", "normal", 1000.0, 6350),
+        ("high", "hi", 1000.0, 7250), ("high", "lo", 250.0, 6500), ("high", "normal", 1000.0, 7250)]
+    # the job's own priority (squeue %Q) is the first entry's: its first partition with its first QOS
+    assert P.job_priority(j, 0.5, cluster, WEIGHTS, NOW)[0].priority == 6350
+    text = P.render_sprio(rows, version=(24, 11)).splitlines()
+    assert text[2].split()[10:13] == ["100", "lo", "250"]  # PARTITION, QOSNAME, QOS
+    # one QOS: no QOS dimension at all
+    assert len(P.sprio_rows(job(qos="lo"), 0.5, cluster, WEIGHTS, NOW)) == 1
+
+
+def test_several_qos_operator_set_priority_shows_it_in_every_row():
+    from dataclasses import replace
+
+    j = job(qos="lo,hi", priority=777, direct_set_prio=True)
+    rows = P.sprio_rows(j, 0.5, replace(CLUSTER, slurm_version=(24, 11)), WEIGHTS, NOW)
+    assert [(r.partition, r.qos_name, r.priority, r.site) for r in rows] == [("debug", "hi", 777, 0),
+                                                                              ("debug", "lo", 777, 0)]
+
+
+# --- NO_NORMAL_ALL, release by release ---------------------------------------------------------------
+
+
+def config_text(version: str, flags: str, conf: str) -> str:
+    return "\n".join([f"ClusterName             = c", f"PriorityFlags           = {flags}",
+                      f"PriorityType            = priority/multifactor", f"SLURM_CONF              = {conf}",
+                      f"SLURM_VERSION           = {version}"]) + "\n"
+
+
+def test_no_normal_all_is_ambiguous_before_25_11_and_slurm_conf_settles_it(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PriorityType=priority/multifactor\nPriorityFlags=NO_NORMAL_PART,CALCULATE_RUNNING\n")
+    for version in ("22.05.8", "23.11.11", "24.11.7"):  # priority_flags_string: any NO_NORMAL_* flag
+        raw = parse_config(config_text(version, "CALCULATE_RUNNING,NO_NORMAL_ALL", str(conf)))
+        flags, warning = jc.no_normal_flags(raw, priority_config(raw), conf.read_text())
+        assert (flags, warning) == (["NO_NORMAL_PART", "CALCULATE_RUNNING"], None)
+        assert jc.priority_config_extra(raw)["no_normal_ambiguous"] is True
+        flags, warning = jc.no_normal_flags(raw, priority_config(raw), None)  # slurm.conf unreadable
+        assert flags == ["CALCULATE_RUNNING", "NO_NORMAL_ALL"]
+        assert "assuming all four" in warning and str(conf) in warning and version in warning
+
+
+def test_no_normal_flags_are_named_from_25_11(tmp_path):
+    # 25.11.7 and 26.05.3 print NO_NORMAL_ALL only when all four are set, each by name otherwise
+    raw = parse_config(config_text("25.11.7", "NO_NORMAL_QOS", "/nonexistent/slurm.conf"))
+    assert jc.priority_config_extra(raw)["no_normal_ambiguous"] is False
+    assert PriorityParams.from_config(priority_config(raw)).flags == {"NO_NORMAL_QOS"}
+    raw = parse_config(config_text("26.05.3", "NO_NORMAL_ALL", "/nonexistent/slurm.conf"))
+    assert jc.priority_config_extra(raw)["no_normal_ambiguous"] is False
+    assert jc.no_normal_flags(raw, priority_config(raw), None) == (["NO_NORMAL_ALL"], None)
+    assert PriorityParams.from_config(priority_config(raw)).flags == frozenset(P.NO_NORMAL)

@@ -49,11 +49,10 @@ def test_one_read_runs_each_slurm_command_once(pending):
     facts, sshare's own FairShare): each command once, though several readers ask for the same."""
     from collections import Counter
 
-    from fairshared.sources.jobinfo_cli import JobInfoCli
     from fairshared.sources.slurm_cli import SlurmCli
 
     cli = SlurmCli(env=dict(sc.cluster_env()))
-    pi = JobInfoCli(cli).read(jobs=True, sshare=True)
+    pi = cli.priority_inputs(sshare=True)
     assert {j.job_id for j in pi.jobs} >= set(pending) and pi.slurm_fairshare
     runs = Counter(what for what, _ in cli.calls)
     assert runs["scontrol show config"] == runs["scontrol show assoc_mgr flags=assoc"] == 1, runs

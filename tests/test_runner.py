@@ -211,7 +211,7 @@ def test_nice_mode_pushes_nothing_when_its_state_cannot_be_saved(tmp_path):
 
 
 def test_operator_fixed_priority_is_left_alone_unless_configured(tmp_path):
-    js = jobs() + [Job(3, "idle", "a", "batch", priority=42, site_factor=0, fixed_priority=True)]
+    js = jobs() + [Job(3, "idle", "a", "batch", priority=42, site_factor=0, direct_set_prio=True)]
     q = Queue(js)
     assert {a.job_id for a in runner(q, tmp_path / "1").cycle().actions} == {1, 2}
     q = Queue(js)
@@ -242,14 +242,12 @@ class PriorityQueue(Queue):
 
 
 def test_priority_mode_pushes_the_whole_priority_and_leaves_operator_fixed_jobs(tmp_path):
-    from fairshared.priority import JobInfo
-
     q = PriorityQueue([
-        JobInfo(1, "busy", "a", ("batch",), priority=1),
-        JobInfo(2, "idle", "a", ("batch",), priority=1),
-        JobInfo(3, "idle", "a", ("batch",), priority=777, direct_set_prio=True),  # an operator's
-        JobInfo(4, "idle", "a", ("batch",), priority=0),  # held
-        JobInfo(5, "idle", "a", ("batch",), priority=1, nice=50),  # its owner's nice
+        Job(1, "busy", "a", "batch", priority=1),
+        Job(2, "idle", "a", "batch", priority=1),
+        Job(3, "idle", "a", "batch", priority=777, direct_set_prio=True),  # an operator's
+        Job(4, "idle", "a", "batch", priority=0),  # held
+        Job(5, "idle", "a", "batch", priority=1, nice=50),  # its owner's nice
     ])
     r = runner(q, tmp_path, mode="priority")
     res = r.cycle()

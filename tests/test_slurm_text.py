@@ -11,6 +11,11 @@ from fairshared.sources.slurm_text import (
     parse_assoc_mgr,
     parse_config,
     parse_squeue,
+    parse_sprio_facts,
+    SprioFacts,
+    SQUEUE_ENV,
+    SQUEUE_LONG,
+    squeue_argv,
     priority_config,
     time_str_seconds,
     version_tuple,
@@ -117,12 +122,61 @@ def test_versions():
     assert version_tuple("22.05.8") == (22, 5) and version_tuple("23.11.0-0rc1") >= (23, 11)
 
 
+def squeue_row(job_id="1234", display="1200_34", qos="normal", priority="4294", partition="debug",
+               account="phys|x") -> str:
+    """One row of squeue_argv() with SLURM_TIME_FORMAT=%s, fields in SQUEUE_FIELDS order."""
+    return SEP.join([job_id, display, "alice", account, qos, priority, "-5", "PENDING", partition, "1795326888",
+                     "1795326888", "1795326888", "4", "1", "UNLIMITED", "cpu=4,mem=1G,node=1,billing=4",
+                     "Priority"]) + "\n"
+
+
 def test_squeue_lines():
-    line = SEP.join(["1234", "1200_34", "alice", "phys|x", "debug", "normal", "4294", "-5", "PENDING"])
-    (job,) = parse_squeue(line + "\n")
+    (job,) = parse_squeue(squeue_row())
     assert (job.job_id, job.display_id, job.account, job.priority, job.nice) == (1234, "1200_34", "phys|x", 4294, -5)
+    assert (job.partitions, job.qos_list, job.tres["mem"], job.site_factor) == (("debug",), ("normal",), 1024, None)
     with pytest.raises(InputError, match="line 1"):
         parse_squeue("garbage\n")
+    skipped: list[str] = []
+    assert parse_squeue("garbage\n" + squeue_row(), skipped=skipped)[0].job_id == 1234
+    assert skipped == ["squeue: line 1: has 1 fields, expected 17"]
+
+
+def test_squeue_one_argv():
+    argv = squeue_argv()
+    assert argv[:5] == ["squeue", "-h", "-a", "-t", "PD"] and argv[-1] == SQUEUE_LONG
+    assert squeue_argv("all")[4] == "all"
+    assert SQUEUE_ENV == {"SLURM_TIME_FORMAT": "%s"}
+
+
+def test_squeue_24_11_job_in_several_qos():
+    # 24.11.7: a pending job submitted with --qos=lo,hi to --partition=high,debug.  squeue's %q
+    # (_print_job_qos) prints job->qos, which pack_job fills from details->qos_req for a pending
+    # job: the request as given; %Q (_print_job_priority_long) prints job->priority, one number
+    # (the per partition x QOS values, priority_array, reach only squeue -P and sprio)
+    (job,) = parse_squeue(squeue_row(job_id="77", display="77", qos="lo,hi", priority="15230",
+                                     partition="high,debug"))
+    assert job.qos == "lo,hi" and job.qos_list == ("lo", "hi")
+    assert job.partitions == ("high", "debug") and job.priority == 15230
+
+
+def test_sprio_24_11_rows_per_partition_and_qos():
+    # 24.11.7's sprio -h -o SPRIO_FORMAT for that job: one row per partition x QOS (QOS inner,
+    # _create_prio_list_part/_create_prio_list_qos), the same SITE and NICE in each
+    rows = ["77|high|300|0|100|0|5000|250|1000|400|", "77|high|300|0|100|0|5000|250|1000|100|",
+            "77|debug|300|0|100|0|5000|250|100|400|", "77|debug|300|0|100|0|5000|250|100|100|",
+            # and one set by an operator: every row shows its priority with all factors 0
+            "78|high|0|0|0|0|0|0|0|0|", "78|high|0|0|0|0|0|0|0|0|"]
+    facts = parse_sprio_facts("\n".join(r.replace("|", SEP) for r in rows) + "\n")
+    assert facts[77] == SprioFacts(300, False) and facts[78] == SprioFacts(0, True)
+
+
+def test_no_sluid_reaches_the_job_parsers():
+    # 25.11+ job ids in SLUID form ("s" + 13 Crockford base32 characters) are printed only by fields
+    # we never ask for (squeue -O SLUID, sprio %s, sacct SLUID, scontrol show job -d): a row that
+    # carried one where a numeric JobID belongs is unreadable and skipped, never mis-read
+    skipped: list[str] = []
+    assert parse_squeue(squeue_row(job_id="s0a1b2c3d4e5f6", display="s0a1b2c3d4e5f6"), skipped=skipped) == []
+    assert "cannot read the job" in skipped[0] and "s0a1b2c3d4e5f6" in skipped[0]
 
 
 def test_tree_changed_between_reads_is_an_error():

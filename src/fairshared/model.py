@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Literal, Union
 
 PARENT: Literal["parent"] = "parent"
@@ -128,11 +129,23 @@ def check_usage(value: object, where: str, *, allow_none: bool = False) -> float
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """A job as slurmctld reports it (pending jobs are the ones fairshared acts on).
+    """A job as slurmctld reports it (pending jobs are the ones fairshared acts on), in the units
+    the priority formulas (:mod:`fairshared.priority`) use.
 
-    ``job_id`` is the unique numeric id (``%A``: an array task's own id);
-    ``display_id`` is how squeue shows it (``123_4``).  ``nice`` and
-    ``site_factor`` are without Slurm's NICE_OFFSET.
+    ``job_id`` is the unique numeric id (``%A``: an array task's own id); ``display_id`` is how
+    squeue shows it (``123_4``, ``123_[5-9]``).  ``partition`` and ``qos`` are as squeue prints
+    them: a pending job submitted to several partitions shows ``high,debug`` (the order
+    slurmctld holds them), one that asked for several QOS (24.11+, ``--qos=a,b``) shows its
+    request as given; :attr:`partitions` and :attr:`qos_list` split them.
+
+    ``nice`` and ``site_factor`` are without Slurm's NICE_OFFSET; ``site_factor`` is None when
+    the source cannot read it.  ``priority`` is what slurmctld currently has (0 = held);
+    ``direct_set_prio`` marks a priority an operator set (``scontrol update priority=``,
+    ``--priority``).  Times are Unix seconds, 0 = unset.  ``cpus`` is the CPU count
+    set_priority_factors uses; ``tres`` the job's TRES counts (allocated, else requested; mem in
+    MB); ``time_limit`` in minutes, None = NO_VAL (the partition's MaxTime applies), INFINITE =
+    UNLIMITED; ``assoc_priority`` the job association's Priority= (inherited), 0 if none.  A
+    source that cannot read one of these leaves its default.
     """
 
     job_id: int
@@ -144,8 +157,25 @@ class Job:
     nice: int = 0
     state: str = "PENDING"
     display_id: str = ""
-    site_factor: int | None = None  # without NICE_OFFSET; None when the source cannot read it
-    fixed_priority: bool = False  # an operator set the priority (scontrol update priority=, direct_set_prio)
+    site_factor: int | None = None
+    direct_set_prio: bool = False
+    submit_time: int = 0
+    eligible_time: int = 0  # begin_time
+    accrue_time: int = 0
+    min_nodes: int = 1
+    cpus: int = 1
+    time_limit: int | None = None
+    tres: Mapping[str, int] = field(default_factory=dict, hash=False)
+    assoc_priority: int = 0
+    reason: str = ""
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        return tuple(p for p in self.partition.split(",") if p)
+
+    @property
+    def qos_list(self) -> tuple[str, ...]:
+        return tuple(q for q in self.qos.split(",") if q)
 
 
 @dataclass(slots=True)

@@ -131,7 +131,7 @@ def contribution(weight: int, factor: float) -> int:
 
 def operator_fixed(job, prev: JobState | None) -> bool:
     """An operator set this job's priority (and it was not us, in priority mode)."""
-    if not getattr(job, "fixed_priority", False) and not getattr(job, "direct_set_prio", False):
+    if not job.direct_set_prio:
         return False
     return not (prev is not None and prev.ours(job.priority))
 
@@ -203,7 +203,7 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
                   override_fixed: bool = False) -> tuple[list[PushAction], PushState, list]:
     """Priority mode: every pending job's full multifactor priority with our F (priority.py).
 
-    ``jobs`` are :class:`fairshared.priority.JobInfo`; ``params`` carries the
+    ``jobs`` are :class:`fairshared.model.Job` with their factors' inputs; ``params`` carries the
     fair-share weight to use.  A job in several partitions gets the priority of
     the first one slurmctld considers (highest PriorityTier).  A job whose
     priority is fixed by someone else is left alone unless ``override_fixed``.

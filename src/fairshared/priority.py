@@ -43,9 +43,13 @@ weighted value and ``_get_tres_prio_weighted`` multiplies it again); and with
 SMALL_RELATIVE_TO_TIME and no job time limit, a multi-partition job's size uses its first
 partition's MaxTime (slurmctld uses whichever partition ``part_ptr`` last pointed to).
 
-Differences in 26.05 (noted where they matter, not implemented): a job in
-several QOS gets a priority per partition × QOS (``priority_array`` grew a QOS
-dimension), and ``PRIORITY_FLAGS_MAX_TRES_GRES`` (25.05) only changes billing.
+From 24.11 a job may ask for several QOS (``--qos=a,b``): slurmctld keeps them sorted by QOS
+Priority, highest first (``_get_qos_ptr_list``: ``priority_sort_qos_desc``), computes the job's
+own priority with the first, and a priority per partition × QOS (``priority_array``,
+``_priority_each_partition`` / ``_priority_each_qos``); sprio shows one row per partition × QOS
+(``_create_prio_list_part`` / ``_create_prio_list_qos``), QOS inner.  Reproduced, quirk included:
+a QOS whose Priority is 0 (or PriorityWeightQOS=0) does not replace the QOS factor, so its rows
+keep the first QOS's.  ``PRIORITY_FLAGS_MAX_TRES_GRES`` (25.05) only changes billing.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from .model import Job
 
 NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
 NO_VAL = 0xFFFFFFFE
@@ -210,45 +216,6 @@ class ClusterInfo:
         return max(self.qos_priority.values(), default=0)
 
 
-@dataclass(frozen=True)
-class JobInfo:
-    """A job as slurmctld holds it, in the units the formulas use.
-
-    ``nice`` and ``site_factor`` are without NICE_OFFSET.  Times are Unix seconds,
-    0 = unset.  ``cpus`` is the CPU count set_priority_factors uses (total_cpus,
-    else max_cpus, else min_cpus); ``tres`` the job's TRES counts (allocated, else
-    requested; mem in MB).  ``time_limit`` in minutes, None = NO_VAL (the
-    partition's MaxTime applies), INFINITE = UNLIMITED.  ``partitions`` in the
-    order Slurm holds them.  ``priority`` is what slurmctld currently has (0 = held);
-    ``direct_set_prio`` marks a priority an operator set.
-    """
-
-    job_id: int
-    user: str
-    account: str
-    partitions: tuple[str, ...]
-    qos: str = "normal"
-    state: str = "PENDING"
-    priority: int = 1
-    nice: int = 0
-    site_factor: int = 0
-    direct_set_prio: bool = False
-    submit_time: int = 0
-    eligible_time: int = 0  # begin_time
-    accrue_time: int = 0
-    min_nodes: int = 1
-    cpus: int = 1
-    time_limit: int | None = None
-    tres: Mapping[str, int] = field(default_factory=dict)
-    assoc_priority: int = 0  # the job association's Priority= (inherited), 0 if none
-    display_id: str = ""
-    reason: str = ""
-
-    @property
-    def partition(self) -> str:
-        return ",".join(self.partitions)
-
-
 # --- the factors ----------------------------------------------------------------------------------
 
 
@@ -264,7 +231,7 @@ def age_factor(accrue_time: int, now: int, max_age: int) -> float:
     return 1.0  # also PriorityMaxAge=0: full age as soon as the job accrues
 
 
-def jobsize_factor(job: JobInfo, cluster: ClusterInfo, params: PriorityParams,
+def jobsize_factor(job: Job, cluster: ClusterInfo, params: PriorityParams,
                    partition: PartitionInfo | None = None) -> float:
     # favor large: (min_nodes/nodes + cpus/cluster_cpus)/2; PriorityFavorSmall: ((nodes−min_nodes)/nodes +
     # (cluster_cpus−cpus)/cluster_cpus)/2; SMALL_RELATIVE_TO_TIME: max(cpus, min_nodes·cpus/node)/limit/cpus; [0, 1]
@@ -335,7 +302,7 @@ def assoc_factor(assoc_priority: int, cluster: ClusterInfo, params: PriorityPara
     return prio / top if top else 0.0
 
 
-def tres_factors(job: JobInfo, partition: PartitionInfo | None, params: PriorityParams,
+def tres_factors(job: Job, partition: PartitionInfo | None, params: PriorityParams,
                  order: Sequence[str] = DEFAULT_TRES_ORDER) -> dict[str, float]:
     # per TRES t with a PriorityWeightTRES weight: job's t (allocated, else requested) / partition's total t
     # range [0, 1] each (NO_NORMAL_TRES: the raw count); 0 when the job or the partition has none of t
@@ -400,7 +367,7 @@ class Factors:
     operator fixed it (then the factors are all 0, as slurmctld zeroes them).
     """
 
-    job: JobInfo
+    job: Job
     partition: str
     factors: Mapping[str, float]
     weighted: Mapping[str, float]
@@ -410,6 +377,7 @@ class Factors:
     nice: int
     priority: int
     direct: bool = False
+    qos: str = ""  # the QOS this row competes in (the job's own, or one of several from 24.11)
 
     @property
     def total(self) -> float:
@@ -430,37 +398,44 @@ def _sum(w: Mapping[str, float], tres: Iterable[float], site: int, nice: int, mu
     return p + t + site_points(site) - nice_points(nice)
 
 
-def job_factors(job: JobInfo, partition: str, fairshare: float, cluster: ClusterInfo,
-                params: PriorityParams, now: int, multi: bool = False) -> Factors:
-    """All factors of ``job`` competing in ``partition``, evaluated at ``now``.
+def job_factors(job: Job, partition: str, fairshare: float, cluster: ClusterInfo,
+                params: PriorityParams, now: int, multi: bool = False, qos: str | None = None) -> Factors:
+    """All factors of ``job`` competing in ``partition`` (and ``qos``), evaluated at ``now``.
 
     ``fairshare`` is the fair-share factor of the job's association (the engine's
     ``Result.fairshare``; Slurm takes the fs parent's values for FairShare=parent).
-    ``multi``: the job is in several partitions (its per-partition priority is
-    summed in another order, see ``_sum``).
+    ``multi``: the job is in several partitions or QOS (its per-partition priority is
+    summed in another order, see ``_sum``).  ``qos``: one of the job's several QOS (24.11+);
+    None is the job's own (the first of :func:`ordered_qos`).
     """
     # P = Wage·age + Wassoc·assoc + Wfs·fs + Wjs·js + Wpart·part + Wqos·qos + Σ Wtres·tres + site − nice
     # range [1, 2^32 − 1] after clamp_priority; an operator-set priority is returned as is
     part = cluster.partitions.get(partition)
+    own = (ordered_qos(job, cluster) or [job.qos])[0]
+    qos = own if qos is None else qos
     if job.direct_set_prio and job.priority > 0:
         zero = dict.fromkeys(FACTOR_NAMES, 0.0)
-        return Factors(job, partition, zero, dict(zero), {}, {}, 0, 0, int(job.priority), direct=True)
+        return Factors(job, partition, zero, dict(zero), {}, {}, 0, 0, int(job.priority), direct=True, qos=qos)
+    # _priority_each_qos / _create_prio_list_qos: a QOS with Priority 0 (or no QOS weight) leaves the
+    # factor of the job's own QOS in place
+    counted = qos if cluster.qos_priority.get(qos) and params.weight_qos else own
     f = {
         "age": age_factor(job.accrue_time, now, params.max_age),
         "assoc": assoc_factor(job.assoc_priority, cluster, params),
         "fairshare": float(fairshare),
         "jobsize": jobsize_factor(job, cluster, params, _job_partition(job, cluster)),
         "partition": partition_factor(part, cluster, params),
-        "qos": qos_factor(job.qos, cluster, params),
+        "qos": qos_factor(counted, cluster, params),
     }
     w = {k: f[k] * float(params.weights()[k]) for k in FACTOR_NAMES}
     tres = tres_factors(job, part, params, cluster.tres_order)
     tres_w = {k: v * params.weight_tres[k] for k, v in tres.items()}
-    prio = clamp_priority(_sum(w, tres_w.values(), job.site_factor, job.nice, multi))
-    return Factors(job, partition, f, w, tres, tres_w, int(job.site_factor), int(job.nice), prio)
+    site = int(job.site_factor or 0)  # None: the source could not read it
+    prio = clamp_priority(_sum(w, tres_w.values(), site, job.nice, multi))
+    return Factors(job, partition, f, w, tres, tres_w, site, int(job.nice), prio, qos=qos)
 
 
-def _job_partition(job: JobInfo, cluster: ClusterInfo) -> PartitionInfo | None:
+def _job_partition(job: Job, cluster: ClusterInfo) -> PartitionInfo | None:
     """job_ptr->part_ptr for the job-size time limit: the first (highest tier) partition."""
     for name in ordered_partitions(job, cluster):
         if name in cluster.partitions:
@@ -468,24 +443,34 @@ def _job_partition(job: JobInfo, cluster: ClusterInfo) -> PartitionInfo | None:
     return None
 
 
-def ordered_partitions(job: JobInfo, cluster: ClusterInfo) -> list[str]:
+def ordered_partitions(job: Job, cluster: ClusterInfo) -> list[str]:
     """A multi-partition job's partitions as slurmctld lists them: PriorityTier high first, then as given."""
     tiers = {p: (cluster.partitions[p].priority_tier if p in cluster.partitions else 0) for p in job.partitions}
     return sorted(job.partitions, key=lambda p: -tiers[p])  # stable, like list_sort's merge sort
 
 
-def job_priority(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
-                 now: int) -> list[Factors]:
-    """slurmctld's priority of ``job``: one :class:`Factors` per partition (one for most jobs).
+def ordered_qos(job: Job, cluster: ClusterInfo) -> list[str]:
+    """A job's QOS as slurmctld holds several (24.11+): Priority high first, duplicates dropped.
+    Empty for a job with one QOS (slurmctld keeps no ``qos_list`` then)."""
+    names = list(dict.fromkeys(job.qos_list))
+    if len(names) < 2:
+        return []
+    return sorted(names, key=lambda q: -cluster.qos_priority.get(q, 0))  # ties: as requested
 
-    A multi-partition job gets a priority per partition (``priority_array``); the
-    job's own ``priority`` is the one of the partition it is considered in.
-    26.05 also multiplies by the job's QOS list (one entry per partition × QOS).
+
+def job_priority(job: Job, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+                 now: int) -> list[Factors]:
+    """slurmctld's priority of ``job``: one :class:`Factors` per partition × QOS (one for most jobs).
+
+    A multi-partition job gets a priority per partition (``priority_array``), and from 24.11 a
+    job in several QOS one per partition × QOS (QOS inner); the first entry is the job's own.
     """
-    # one job_factors() per partition, partitions ordered by PriorityTier (high first), then as given
-    # range: a list of 1 (single partition) to len(job.partitions) Factors
+    # one job_factors() per partition (PriorityTier high first, then as given) and QOS (Priority high first)
+    # range: a list of 1 to len(job.partitions) · len(job.qos_list) Factors
     parts = ordered_partitions(job, cluster)
-    return [job_factors(job, p, fairshare, cluster, params, now, len(parts) > 1) for p in parts]
+    qoses: list[str | None] = list(ordered_qos(job, cluster)) or [None]
+    multi = len(parts) > 1 or len(qoses) > 1
+    return [job_factors(job, p, fairshare, cluster, params, now, multi, q) for p in parts for q in qoses]
 
 
 # --- what sprio shows --------------------------------------------------------------------------------
@@ -537,7 +522,7 @@ def c_round(x: float) -> int:
     return int(f"{x:.0f}")
 
 
-def listed_by_sprio(job: JobInfo, params: PriorityParams, now: int) -> bool:
+def listed_by_sprio(job: Job, params: PriorityParams, now: int) -> bool:
     """Whether sprio lists the job (``priority_p_get_priority_factors_list``).
 
     Pending jobs (all jobs with CALCULATE_RUNNING), eligible by now (begin time, or
@@ -553,15 +538,15 @@ def listed_by_sprio(job: JobInfo, params: PriorityParams, now: int) -> bool:
     return job.priority != 0
 
 
-def sprio_rows(job: JobInfo, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
                now: int) -> list[SprioRow]:
-    """The rows sprio prints for one job (one per partition), from ``job_priority``."""
+    """The rows sprio prints for one job (one per partition, × QOS from 24.11), from ``job_priority``."""
     # weighted factors as sprio receives them (wire()), PRIORITY = trunc(max(1, Σ)) re-summed by sprio
     # range: PRIORITY [1, ∞) (no upper clamp); SITE/NICE −2^31 for an operator-set multi-partition job
     rows = []
     parts = ordered_partitions(job, cluster)
-    who = {"account": job.account, "qos_name": job.qos}
     for fac in job_priority(job, fairshare, cluster, params, now):
+        who = {"account": job.account, "qos_name": fac.qos}
         if fac.direct and (len(parts) == 1 or cluster.slurm_version >= (23, 2)):
             # sprio gets direct_prio and prints it, with SITE 0 and NICE 0: for a job in one partition
             # always, in each partition of several from 23.02 (_create_prio_factors_obj)
@@ -595,7 +580,7 @@ def _sprio_priority(p: float) -> int:
     return math.trunc(p if p >= 1 else 1.0)
 
 
-def sprio(jobs: Iterable[JobInfo], fairshare_of, cluster: ClusterInfo, params: PriorityParams,
+def sprio(jobs: Iterable[Job], fairshare_of, cluster: ClusterInfo, params: PriorityParams,
           now: int) -> list[SprioRow]:
     """Every row ``sprio -l`` shows, in its order (job id ascending, partitions as held).
 

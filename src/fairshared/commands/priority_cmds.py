@@ -33,12 +33,11 @@ from ..engine import ALGORITHMS, Params, build_tree, compute
 from ..engine.result import Result
 from ..inputs.snapshot import snapshot_from_dict, snapshot_to_dict
 from ..inputs.sshare_dump import parse_sshare
-from ..model import InputError, Snapshot
+from ..model import InputError, Job, Snapshot
 from ..priority import (
     FACTOR_NAMES,
     ClusterInfo,
     Factors,
-    JobInfo,
     PartitionInfo,
     PriorityParams,
     job_priority,
@@ -47,7 +46,7 @@ from ..priority import (
     render_sprio,
     sprio,
 )
-from ..sources.jobinfo_cli import JobInfoCli, PriorityInputs, parse_sshare_fairshare
+from ..sources.jobinfo_cli import PriorityInputs, parse_sshare_fairshare
 from ..sources.slurm_cli import SlurmCli
 from ..sources.slurm_text import release_of
 from . import positive_float as _positive_float
@@ -224,7 +223,7 @@ def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityIn
         except ValueError as exc:
             raise InputError(f"is not valid JSON: {exc} is not allowed", name) from None
         return inputs_from_dict(doc, name)
-    return JobInfoCli(SlurmCli(timeout=args.timeout)).read(sshare=sshare)
+    return SlurmCli(timeout=args.timeout).priority_inputs(sshare=sshare)
 
 
 def inputs_to_dict(pi: PriorityInputs, evaluated_at: float | None) -> dict:
@@ -247,7 +246,8 @@ def inputs_to_dict(pi: PriorityInputs, evaluated_at: float | None) -> dict:
                 for p in c.partitions.values()
             ],
         },
-        "jobs": [{**asdict(j), "partitions": list(j.partitions), "tres": dict(j.tres)} for j in pi.jobs],
+        "jobs": [{**{k: v for k, v in asdict(j).items() if k != "partition"}, "partitions": list(j.partitions),
+                  "tres": dict(j.tres)} for j in pi.jobs],
         "slurm_fairshare": None if pi.slurm_fairshare is None else [
             {"account": a, "user": u, "partition": p, "fairshare": f} for (a, u, p), f in pi.slurm_fairshare.items()
         ],
@@ -293,9 +293,10 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
         try:
             kw = {k: int(j[k]) for k in _JOB_INT if k in j and j[k] is not None}
             tl = j.get("time_limit")
-            jobs.append(JobInfo(
+            kw.setdefault("priority", 1)
+            jobs.append(Job(
                 user=str(j["user"]), account=str(j["account"]),
-                partitions=tuple(str(p) for p in j["partitions"]),
+                partition=",".join(str(p) for p in j["partitions"]),
                 qos=str(j.get("qos", "normal")), state=str(j.get("state", "PENDING")),
                 direct_set_prio=bool(j.get("direct_set_prio", False)),
                 time_limit=None if tl is None else int(tl),
@@ -356,7 +357,7 @@ def assoc_index(result: Result) -> dict[tuple, int]:
     return {t.key(i): i for i in range(t.n)}
 
 
-def job_assoc(job: JobInfo, index: dict[tuple, int]) -> int | None:
+def job_assoc(job: Job, index: dict[tuple, int]) -> int | None:
     """The job's association: (account, user, partition) if such a per-partition one exists, else (account, user)."""
     for part in job.partitions:
         i = index.get((job.account, job.user, part))
@@ -365,10 +366,10 @@ def job_assoc(job: JobInfo, index: dict[tuple, int]) -> int | None:
     return index.get((job.account, job.user, None))
 
 
-def fairshare_of(result: Result) -> Callable[[JobInfo], float]:
+def fairshare_of(result: Result) -> Callable[[Job], float]:
     index = assoc_index(result)
 
-    def fs(job: JobInfo) -> float:
+    def fs(job: Job) -> float:
         i = job_assoc(job, index)
         if i is None:
             return 0.0  # Slurm: a job without association gets 0 ("Unable to compute fairshare")
@@ -577,7 +578,7 @@ def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, whe
     return "\n".join(out) + "\n"
 
 
-def _age_line(job: JobInfo, params: PriorityParams, now: int) -> str:
+def _age_line(job: Job, params: PriorityParams, now: int) -> str:
     if not job.accrue_time:
         return "Age: the job is not accruing age yet (no accrue time: not eligible, held, dependent or over a limit)."
     waited = max(0, now - job.accrue_time)
@@ -587,7 +588,7 @@ def _age_line(job: JobInfo, params: PriorityParams, now: int) -> str:
     return f"Age: waiting {_duration(waited)}, at least PriorityMaxAge {_duration(params.max_age)}: the full 1.0."
 
 
-def fairshare_path(result: Result, tree, job: JobInfo, algorithm: str, dampening: float = 1.0) -> list[str]:
+def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: float = 1.0) -> list[str]:
     """The association path from root with shares, usage and the algorithm's per-level figure."""
     index = assoc_index(result)
     i = job_assoc(job, index)
@@ -678,7 +679,7 @@ def _place(result: Result, tree, a: int, algorithm: str) -> str:
     return f"{_ordinal(better + 1)} of {len(sibs)}"
 
 
-def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now: int, job: JobInfo,
+def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now: int, job: Job,
                 n: int) -> list[str]:
     entries = queue_entries(pi, result, params, now)
     mine = [k for k, e in enumerate(entries) if e.job.job_id == job.job_id]

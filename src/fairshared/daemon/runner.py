@@ -24,7 +24,6 @@ from dataclasses import replace
 from ..engine import Params, build_tree, compute
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState
-from ..priority import JobInfo
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
@@ -34,12 +33,6 @@ from .cycle import CycleResult
 from .logs import get_logger
 
 DEFAULT_WEIGHT = 10000
-
-
-def job_from_info(j: JobInfo) -> Job:
-    return Job(job_id=j.job_id, user=j.user, account=j.account, partition=j.partition, qos=j.qos,
-               priority=j.priority, nice=j.nice, state=j.state, display_id=j.display_id,
-               site_factor=j.site_factor, fixed_priority=j.direct_set_prio)
 
 
 def check_snapshot_shape(snap) -> None:
@@ -220,7 +213,9 @@ class Runner:
         details = None
         if mode.job_details:
             details = self._priority_inputs()
-            snap = replace(details.snapshot, jobs=[job_from_info(j) for j in details.jobs])
+            snap = replace(details.snapshot, jobs=list(details.jobs))
+            for warning in details.warnings:  # e.g. which NO_NORMAL_* flags were assumed
+                self.log.warning("priority inputs", detail=warning)
         else:
             snap = self.source.snapshot()
         check_snapshot_shape(snap)

@@ -24,9 +24,12 @@ Commands (argv lists, each with the source's timeout; a failure raises
   factors of that moment, so ``fairshared sprio`` evaluates age at that time when it can
   read the file (root or SlurmUser).
 * slurm.conf (its path from ``scontrol show config``) — only to tell the NO_NORMAL_*
-  flags apart, which 22.05's ``scontrol show config`` prints as ``NO_NORMAL_ALL``.
+  flags apart, which ``scontrol show config`` before 25.11 prints as ``NO_NORMAL_ALL``.
 
-The parsers are the pure ``parse_*`` functions below.
+The commands run through :class:`~fairshared.sources.slurm_commands.SlurmCommands`; the
+parsers of the squeue and sprio formats, shared with the daemon's push, are in
+:mod:`fairshared.sources.slurm_text` (:func:`read_jobs` reads both); the others are the pure
+``parse_*`` functions below.
 
 What the CLI cannot show, and what is assumed instead (none of it arises on the test cluster):
 the CPU count is squeue's (``min_cpus``) where slurmctld would take ``max_cpus`` for a job that
@@ -37,26 +40,29 @@ shown by squeue in the one partition it ran in while sprio keeps all of them.
 
 from __future__ import annotations
 
+import io
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..model import InputError, Snapshot
-from ..priority import INFINITE, ClusterInfo, JobInfo, PartitionInfo, parse_weight_tres
-from .base import SourceError
-from .slurm_cli import SlurmCli
-from .slurm_text import (  # noqa: F401 - SprioFacts and the sprio names are still imported from here
+from ..inputs.sshare_dump import parse_sshare
+from ..model import InputError, Job, Snapshot
+from ..priority import INFINITE, ClusterInfo, PartitionInfo, parse_weight_tres
+from .slurm_commands import SlurmCommands
+from .slurm_text import (  # noqa: F401 - SprioFacts is still imported from here
     SPRIO_FORMAT,
+    SQUEUE_ENV,
     SprioFacts,
+    parse_config,
     parse_last_decay_ran,
     parse_sprio_facts,
+    parse_squeue,
+    parse_tres,
+    priority_config,
     release_of,
-    skip_or_raise,
+    squeue_argv,
+    time_str_seconds,
 )
-from .slurm_text import parse_config, priority_config, time_str_seconds
-
-SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
-
 
 # --- scontrol show config: what slurm_text.priority_config() does not keep --------------------
 
@@ -67,8 +73,8 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
     * ``weight_tres_exact``: PriorityWeightTRES with unit suffixes applied (Mem=2G);
     * ``tres_order``: AccountingStorageTRES (the order sprio lists TRES in);
     * ``state_save_location``, ``slurm_conf``: where slurmctld keeps its state / its config;
-    * ``no_normal_ambiguous``: the printed flags say NO_NORMAL_ALL, which 22.05 prints
-      for any NO_NORMAL_* flag.
+    * ``no_normal_ambiguous``: the printed flags say NO_NORMAL_ALL on a release that prints it
+      for any NO_NORMAL_* flag (before 25.11: :func:`no_normal_flags`).
     """
     flags = raw.get("PriorityFlags", "")
     tres_order = [t.strip().lower() for t in raw.get("AccountingStorageTRES", "").split(",") if t.strip()]
@@ -77,7 +83,8 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
         "tres_order": tres_order or None,
         "state_save_location": raw.get("StateSaveLocation"),
         "slurm_conf": raw.get("SLURM_CONF"),
-        "no_normal_ambiguous": "NO_NORMAL_ALL" in flags.upper(),
+        "no_normal_ambiguous": "NO_NORMAL_ALL" in flags.upper() and release_of(
+            {"slurm_version": raw.get("SLURM_VERSION")}) < (25, 11),
     }
 
 
@@ -98,36 +105,6 @@ def _kv(line: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in re.finditer(r"(?:^|\s)([A-Za-z][\w:/]*)=(\S*)", line):
         out.setdefault(m.group(1), m.group(2))
-    return out
-
-
-_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
-
-
-def parse_tres(text: str | None) -> dict[str, int]:
-    """A TRES string (``cpu=4096,mem=64G,node=1,billing=8192,gres/gpu=4``) → counts.
-
-    Memory (``mem``, ``bb``) is in MB: scontrol prints it converted exactly
-    (``CONVERT_NUM_UNIT_EXACT``), 64G = 65536.  Other suffixes are powers of 1024.
-    """
-    out: dict[str, int] = {}
-    if not text or text in ("(null)", "N/A"):
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            continue
-        name, value = item.split("=", 1)
-        name = name.strip().lower()
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
-        if not m:
-            raise InputError(f"TRES {item!r} has no numeric count")
-        num = float(m.group(1))
-        unit = m.group(2).upper()
-        if name.split("/")[0] in ("mem", "bb"):
-            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
-        elif unit:
-            num *= 1024.0 ** (_MB_POWER[unit] + 2)
-        out[name] = round(num)
     return out
 
 
@@ -215,83 +192,68 @@ def parse_assoc_priorities(text: str) -> dict[tuple[str, str | None, str | None]
     return out
 
 
-# --- squeue: the jobs ----------------------------------------------------------------------------
-
-SQUEUE_FIELDS = ("JobID", "JobArrayID", "UserName", "Account", "QOS", "PriorityLong", "Nice", "State",
-                 "Partition", "SubmitTime", "EligibleTime", "AccrueTime", "NumCPUs", "NumNodes",
-                 "TimeLimit", "tres-alloc", "Reason")
-SQUEUE_LONG = ",".join(f"{f}:0{SEP}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
-
-
-def _epoch(text: str) -> int:
-    t = text.strip()
-    if t in ("", "Unknown", "None", "N/A", "0"):
-        return 0
-    if t.isdigit():
-        return int(t)
-    raise InputError(f"time {t!r} is not Unix seconds (was SLURM_TIME_FORMAT=%s honoured?)")
-
-
-def parse_squeue_jobs(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[JobInfo]:
-    """``squeue -h -O SQUEUE_LONG`` (with SLURM_TIME_FORMAT=%s) → JobInfo, site/direct not yet known.
-    A row that cannot be read is skipped and noted in ``skipped`` when given (slurm_text.skip_or_raise)."""
-    jobs = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        parts = line.split(SEP)
-        if len(parts) != len(SQUEUE_FIELDS):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
-            continue
-        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        w = f"{where}: line {lineno} (job {d['JobID']})"
-        try:
-            tl = d["TimeLimit"].upper()
-            if tl in ("UNLIMITED", "INFINITE"):
-                limit: int | None = INFINITE
-            elif tl in ("NOT_SET", "PARTITION_LIMIT", "N/A", ""):
-                limit = None
-            else:
-                limit = time_str_seconds(d["TimeLimit"], default_unit="minutes") // 60
-            tres = parse_tres(d["tres-alloc"])
-            job = JobInfo(
-                job_id=int(d["JobID"]),
-                display_id=d["JobArrayID"],
-                user=d["UserName"],
-                account=d["Account"],
-                qos=d["QOS"],
-                priority=int(d["PriorityLong"]),
-                nice=int(d["Nice"]),
-                state=d["State"],
-                partitions=tuple(p for p in d["Partition"].split(",") if p),
-                submit_time=_epoch(d["SubmitTime"]),
-                eligible_time=_epoch(d["EligibleTime"]),
-                accrue_time=_epoch(d["AccrueTime"]),
-                cpus=int(d["NumCPUs"]),
-                min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
-                time_limit=limit,
-                tres=tres,
-                reason=d["Reason"],
-            )
-        except (ValueError, InputError) as exc:
-            skip_or_raise(skipped, f"cannot read the job: {exc}", w)
-            continue
-        jobs.append(job)
-    return jobs
-
-
 def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
     """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user, partition)."""
-    import io
-
-    from ..inputs.sshare_dump import parse_sshare
-
     if not text.strip():
         return {}
     return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
 
 
 # --- reading it all ---------------------------------------------------------------------------------
+
+
+def read_jobs(cmds: SlurmCommands, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
+    """The jobs (squeue) with the SiteFactor slurmctld holds for each and whether an operator set its
+    priority (both from sprio: slurm_text.parse_sprio_facts; a job sprio does not list keeps
+    ``site_factor`` None).  ``running``: all jobs, for CALCULATE_RUNNING (sprio then lists every job
+    slurmctld still holds, finished ones included, and squeue shows a finished multi-partition job
+    only in the partition it ran in).
+
+    A job row that cannot be read leaves that job out and is noted in ``skipped`` (when given; else
+    it fails the read): the other jobs still get their updates."""
+    jobs = parse_squeue(cmds.run_with(squeue_argv("all" if running else "PD"), SQUEUE_ENV), skipped=skipped)
+    if not jobs:
+        return jobs
+    bad: set[int] = set()
+    facts = parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
+                              bad_jobs=bad if skipped is not None else None, skipped=skipped)
+    out = []
+    for j in jobs:
+        if j.job_id in bad:  # unknown whether an operator set its priority: leave it alone
+            continue
+        f = facts.get(j.job_id)
+        out.append(replace(j, site_factor=f.site_factor if f else None, direct_set_prio=bool(f and f.direct_set_prio)))
+    return out
+
+
+def no_normal_flags(raw: dict[str, str], cfg: dict, slurm_conf_text: str | None) -> tuple[list[str], str | None]:
+    """The PriorityFlags to use, and a warning when they are a guess.
+
+    Through 25.05 ``priority_flags_string`` (src/common/slurm_protocol_defs.c; read in 22.05 per the
+    reference notes, 23.11.11 and 24.11.7) prints ``NO_NORMAL_ALL`` when *any* NO_NORMAL_* flag is
+    set; 25.11.7 and 26.05.3 print it only when all four are, each flag by name otherwise.  So on a
+    release before 25.11 ``NO_NORMAL_ALL`` is ambiguous and slurm.conf (``slurm_conf_text``, None
+    when unreadable) settles it; failing that all four are assumed, and the warning says so.
+    """
+    flags = list(cfg.get("priority_flags") or [])
+    if "NO_NORMAL_ALL" not in raw.get("PriorityFlags", "").upper() or release_of(cfg) >= (25, 11):
+        return flags, None
+    conf = parse_slurm_conf_flags(slurm_conf_text) if slurm_conf_text is not None else None
+    if conf is not None:
+        return [f.strip().upper() for f in conf.split(",") if f.strip()], None
+    return flags, (f"scontrol show config of Slurm {cfg.get('slurm_version') or '22.05'} prints NO_NORMAL_ALL for "
+                   f"any NO_NORMAL_* flag and slurm.conf ({raw.get('SLURM_CONF') or 'path unknown'}) is unreadable: "
+                   f"assuming all four (NO_NORMAL_ASSOC, NO_NORMAL_PART, NO_NORMAL_QOS, NO_NORMAL_TRES)")
+
+
+def _read_text(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
 
 
 @dataclass
@@ -304,7 +266,7 @@ class PriorityInputs:
 
     snapshot: Snapshot
     cluster: ClusterInfo
-    jobs: list[JobInfo]
+    jobs: list[Job]
     last_calc: int | None = None
     slurm_fairshare: dict | None = None
     warnings: list[str] = field(default_factory=list)
@@ -313,52 +275,31 @@ class PriorityInputs:
 
 @dataclass
 class JobInfoCli:
-    """Reads :class:`PriorityInputs` from the live cluster with a :class:`SlurmCli` (same timeout/env)."""
+    """Reads :class:`PriorityInputs` from the live cluster through ``cmds`` (its timeout, environment
+    and memo).  The association tree comes from the caller (``SlurmCli.priority_inputs``)."""
 
-    cli: SlurmCli = field(default_factory=SlurmCli)
-
-    def _run(self, argv: list[str], env_extra: dict[str, str] | None = None) -> str:
-        """SlurmCli.run, naming the whole command (not just its first three words) when it fails."""
-        old = self.cli.env
-        if env_extra:
-            base = dict(old) if old is not None else dict(os.environ)
-            self.cli.env = {**base, **env_extra}
-        try:
-            return self.cli.run(argv)
-        except SourceError as exc:
-            short, full = " ".join(argv[:3]), " ".join(a if len(a) <= 40 else "…" for a in argv)
-            raise SourceError(str(exc).replace(f"`{short}`", f"`{full}`", 1)) from None
-        finally:
-            self.cli.env = old
+    cmds: SlurmCommands = field(default_factory=SlurmCommands)
 
     def raw_config(self) -> dict[str, str]:
-        return parse_config(self._run(["scontrol", "show", "config"]))
+        return parse_config(self.cmds.run_with(["scontrol", "show", "config"]))
 
     def partitions(self) -> dict[str, PartitionInfo]:
-        return parse_partitions(self._run(["scontrol", "-a", "-o", "show", "partition"]))
+        return parse_partitions(self.cmds.run_with(["scontrol", "-a", "-o", "show", "partition"]))
 
     def nodes(self) -> tuple[int, int]:
-        return parse_nodes(self._run(["scontrol", "-a", "-o", "show", "node"]))
+        return parse_nodes(self.cmds.run_with(["scontrol", "-a", "-o", "show", "node"]))
 
     def qos(self) -> dict[str, int]:
-        return parse_qos(self._run(["sacctmgr", "-nP", "show", "qos", "format=name,priority"]))
+        return parse_qos(self.cmds.run_with(["sacctmgr", "-nP", "show", "qos", "format=name,priority"]))
 
     def assoc_priorities(self) -> dict:
-        return parse_assoc_priorities(self._run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
+        return parse_assoc_priorities(self.cmds.run_with(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
 
-    def jobs(self, running: bool = False, skipped: list[str] | None = None) -> list[JobInfo]:
-        # CALCULATE_RUNNING: sprio lists every job slurmctld still holds, finished ones included
-        # (for MinJobAge); squeue then shows only the partition a multi-partition job ran in.
-        states = "all" if running else "PD"
-        return parse_squeue_jobs(self._run(["squeue", "-h", "-a", "-t", states, "-O", SQUEUE_LONG],
-                                           {"SLURM_TIME_FORMAT": "%s"}), skipped=skipped)
-
-    def sprio_facts(self, bad_jobs: set[int] | None = None, skipped: list[str] | None = None
-                    ) -> dict[int, SprioFacts]:
-        return parse_sprio_facts(self._run(["sprio", "-h", "-o", SPRIO_FORMAT]), bad_jobs=bad_jobs, skipped=skipped)
+    def jobs(self, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
+        return read_jobs(self.cmds, running=running, skipped=skipped)
 
     def slurm_fairshare(self) -> dict:
-        return parse_sshare_fairshare(self._run(["sshare", "-a", "-l", "-P", "-m"]))
+        return parse_sshare_fairshare(self.cmds.run_with(["sshare", "-a", "-l", "-P", "-m"]))
 
     @staticmethod
     def last_calc(state_save_location: str | None) -> int | None:
@@ -371,68 +312,39 @@ class JobInfoCli:
         except OSError:
             return None
 
-    def read(self, *, jobs: bool = True, sshare: bool = False) -> PriorityInputs:
-        """Everything the job priority needs, in one read: each command runs once (SlurmCli.one_read)."""
-        with self.cli.one_read():
-            return self._read(jobs, sshare)
+    def read(self, snap: Snapshot, *, jobs: bool = True, sshare: bool = False) -> PriorityInputs:
+        """Everything the job priority needs around the tree ``snap``, in one read (each command once)."""
+        with self.cmds.one_read():
+            return self._read(snap, jobs, sshare)
 
-    def _read(self, jobs: bool, sshare: bool) -> PriorityInputs:
-        from dataclasses import replace
-
+    def _read(self, snap: Snapshot, jobs: bool, sshare: bool) -> PriorityInputs:
         raw = self.raw_config()
         cfg = priority_config(raw)
         extra = priority_config_extra(raw)
         warnings: list[str] = []
         if extra["no_normal_ambiguous"]:
-            flags = None
-            try:
-                if extra["slurm_conf"]:
-                    with open(extra["slurm_conf"], encoding="utf-8", errors="replace") as fh:
-                        flags = parse_slurm_conf_flags(fh.read())
-            except OSError:
-                pass
-            if flags is not None:
-                cfg["priority_flags"] = [f.strip().upper() for f in flags.split(",") if f.strip()]
-            else:
-                warnings.append("scontrol prints NO_NORMAL_ALL for any NO_NORMAL_* flag and slurm.conf is "
-                                "unreadable: assuming all four")
+            cfg["priority_flags"], warning = no_normal_flags(raw, cfg, _read_text(extra["slurm_conf"]))
+            warnings += [warning] if warning else []
         cfg.update(extra)
-        snap = self.cli.snapshot(jobs=False)
-        snap.config = cfg
+        snap = replace(snap, config=cfg, skipped_rows=list(snap.skipped_rows))
         parts = self.partitions()
         node_count, cpu_count = self.nodes()
-        qos = self.qos()
-        assoc_prio: dict = {}
-        if cfg.get("weight_assoc"):
-            assoc_prio = self.assoc_priorities()
+        assoc_prio: dict = self.assoc_priorities() if cfg.get("weight_assoc") else {}
         cluster = ClusterInfo(
-            partitions=parts, qos_priority=qos, node_count=max(node_count, 1), cpu_count=max(cpu_count, 1),
-            assoc_priority_max=max(assoc_prio.values(), default=0),
+            partitions=parts, qos_priority=self.qos(), node_count=max(node_count, 1),
+            cpu_count=max(cpu_count, 1), assoc_priority_max=max(assoc_prio.values(), default=0),
             tres_order=tuple(extra["tres_order"] or ()) or ClusterInfo().tres_order,
             slurm_version=release_of(cfg),
         )
-        job_list: list[JobInfo] = []
+        job_list: list[Job] = []
         if jobs:
             running = "CALCULATE_RUNNING" in {f.upper() for f in cfg.get("priority_flags") or []}
-            job_list = self.jobs(running=running, skipped=snap.skipped_rows)
-            if job_list:
-                bad: set[int] = set()
-                facts = self.sprio_facts(bad, snap.skipped_rows)
-                out = []
-                for j in job_list:
-                    if j.job_id in bad:  # unknown whether an operator set its priority: leave it alone
-                        continue
-                    fact = facts.get(j.job_id)
-                    ap = assoc_prio.get((j.account, j.user, j.partitions[0] if j.partitions else None),
-                                        assoc_prio.get((j.account, j.user, None), 0))
-                    out.append(replace(j, site_factor=fact.site_factor if fact else 0,
-                                       direct_set_prio=bool(fact and fact.direct_set_prio),
-                                       assoc_priority=ap))
-                job_list = out
+            job_list = [replace(j, assoc_priority=assoc_prio.get((j.account, j.user, (j.partitions or (None,))[0]),
+                                                                 assoc_prio.get((j.account, j.user, None), 0)))
+                        for j in self.jobs(running=running, skipped=snap.skipped_rows)]
         return PriorityInputs(
             snapshot=snap, cluster=cluster, jobs=job_list,
             last_calc=self.last_calc(extra["state_save_location"]),
             slurm_fairshare=self.slurm_fairshare() if sshare else None,
             warnings=warnings,
         )
-

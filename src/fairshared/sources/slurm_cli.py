@@ -1,7 +1,8 @@
 """Read a live cluster through Slurm's own command-line tools.
 
-Every Slurm command fairshared's CLI source runs is in this file, as an argv
-list (never a shell string), with a timeout and an error that names the command:
+The commands that read the association tree are in this file, as argv lists (never a
+shell string), run through :class:`~fairshared.sources.slurm_commands.SlurmCommands` (a
+timeout, an error that names the command, each command once per read):
 
 * ``scontrol show config``                — priority settings, cluster name, version;
 * ``scontrol show assoc_mgr flags=assoc`` — slurmctld's association tree: raw shares,
@@ -12,8 +13,8 @@ list (never a shell string), with a timeout and an error that names the command:
   command is refused;
 * ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
   fallback;
-* ``squeue``                              — the pending jobs;
-* ``sprio``                               — the SiteFactor each pending job holds.
+* ``squeue`` and ``sprio``                — the pending jobs and the SiteFactor each holds, and
+  what push mode ``priority`` needs besides: read by :mod:`fairshared.sources.jobinfo_cli`.
 
 The parsers are in :mod:`fairshared.sources.slurm_text`.
 """
@@ -21,89 +22,35 @@ The parsers are in :mod:`fairshared.sources.slurm_text`.
 from __future__ import annotations
 
 import io
-import os
-import subprocess
 import time
-from collections import deque
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
 from .base import SourceError
+from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
+from .slurm_commands import SlurmCommands
 from .slurm_text import (
-    SPRIO_FORMAT,
-    SQUEUE_FORMAT,
     AssocRecord,
     parse_assoc_mgr,
     parse_config,
     parse_sacctmgr_assoc,
-    parse_sprio_facts,
-    parse_squeue,
     priority_config,
     version_tuple,
 )
 
 
 @dataclass
-class SlurmCli:
-    """The command-line source.  ``bin_dir`` prefixes the commands (default: $PATH)."""
+class SlurmCli(SlurmCommands):
+    """The command-line source: runs its commands as :class:`SlurmCommands` (``bin_dir``, ``timeout``,
+    ``env``, ``calls``, ``one_read``) and composes the readers of :mod:`.jobinfo_cli` for the jobs."""
 
-    timeout: float = 60.0
-    bin_dir: str | None = None
-    env: dict[str, str] | None = None
-    # (command line, seconds) of the last commands run; bounded: a daemon runs them forever
-    calls: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=1000), repr=False)
     # 22.05 only: the sibling order slurmctld holds, "lft" or "name" (engine.sibling_order), as
     # last seen in its ranks; "lft" (a fresh load) until its ranks tell otherwise
     order_state: str = LFT
-    # inside one_read(): the output of each command already run, by (argv, environment)
-    _memo: dict | None = field(default=None, repr=False)
 
     name = "cli"
-
-    # -- running commands ---------------------------------------------------------------------
-
-    @contextmanager
-    def one_read(self):
-        """One read of the cluster: inside it each command runs once, and asking again for the same
-        command (same argv and environment) gets the first answer.  No second load on slurmctld and
-        slurmdbd for what one cycle already read, and every reader of the cycle sees the same text."""
-        outer = self._memo is not None
-        if not outer:
-            self._memo = {}
-        try:
-            yield self
-        finally:
-            if not outer:
-                self._memo = None
-
-    def run(self, argv: list[str]) -> str:
-        if self._memo is None:
-            return self._run(argv)
-        key = (tuple(argv), tuple(sorted(self.env.items())) if self.env is not None else None)
-        if key not in self._memo:
-            self._memo[key] = self._run(argv)
-        return self._memo[key]
-
-    def _run(self, argv: list[str]) -> str:
-        exe = os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
-        what = " ".join(argv[:3])
-        t0 = time.monotonic()
-        try:
-            res = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=self.timeout,
-                                 env=self.env, stdin=subprocess.DEVNULL, errors="replace")
-        except FileNotFoundError:
-            raise SourceError(f"{argv[0]}: command not found (is Slurm installed and on PATH?)") from None
-        except subprocess.TimeoutExpired:
-            raise SourceError(f"`{what}` did not answer within {self.timeout:g} s") from None
-        finally:
-            self.calls.append((" ".join(argv)[:200], time.monotonic() - t0))  # the whole command
-        if res.returncode != 0:
-            err = (res.stderr.strip().splitlines() or ["no error message"])[-1]
-            raise SourceError(f"`{what}` failed (exit {res.returncode}): {err}")
-        return res.stdout
 
     # -- individual reads -----------------------------------------------------------------------
 
@@ -147,31 +94,14 @@ class SlurmCli:
         return assocs, LFT
 
     def pending_jobs(self, skipped: list[str] | None = None) -> list[Job]:
-        """Pending jobs (squeue) with the SiteFactor slurmctld holds for each and whether an
-        operator fixed its priority (both from sprio: see slurm_text.parse_sprio_facts).
+        """Pending jobs with their SiteFactor and operator-set priorities (jobinfo_cli.read_jobs)."""
+        return read_jobs(self, skipped=skipped)
 
-        A job row that cannot be read leaves that job out and is noted in ``skipped`` (when
-        given; else it fails the read): the other jobs still get their updates."""
-        jobs = parse_squeue(self.run(["squeue", "-h", "-t", "PD", "-o", SQUEUE_FORMAT]), skipped=skipped)
-        if not jobs:
-            return jobs
-        bad: set[int] = set()
-        facts = parse_sprio_facts(self.run(["sprio", "-h", "-o", SPRIO_FORMAT]),
-                                  bad_jobs=bad if skipped is not None else None, skipped=skipped)
-        out = []
-        for j in jobs:
-            if j.job_id in bad:
-                continue
-            f = facts.get(j.job_id)
-            out.append(replace(j, site_factor=f.site_factor if f else None,
-                               fixed_priority=bool(f and f.direct_set_prio)))
-        return out
-
-    def priority_inputs(self):
-        """What push mode ``priority`` needs: tree, cluster, weights and pending jobs (jobinfo_cli)."""
-        from .jobinfo_cli import JobInfoCli
-
-        return JobInfoCli(self).read(jobs=True)
+    def priority_inputs(self, *, sshare: bool = False) -> PriorityInputs:
+        """What push mode ``priority`` and ``fairshared sprio``/``explain``/``compare`` need: the tree,
+        cluster, weights and jobs, in one read (each command once)."""
+        with self.one_read():
+            return JobInfoCli(self).read(self.snapshot(jobs=False), jobs=True, sshare=sshare)
 
     # -- the whole picture ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 
 from ..model import PARENT, InputError, Job, check_shares, check_usage
-from ..priority import NICE_OFFSET
+from ..priority import INFINITE, NICE_OFFSET
 
 # --- scontrol show config ---------------------------------------------------------------------
 
@@ -225,12 +225,40 @@ def parse_sacctmgr_assoc(text: str, fields: list[str], where: str = "sacctmgr sh
     return rows
 
 
-# --- squeue -----------------------------------------------------------------------------------
+# --- squeue -h -a -t STATES -O SQUEUE_LONG: the jobs -------------------------------------------------
+#
+# One format for every reader: the daemon's push, sprio/explain/compare and push mode priority.
+# Fields separated by an ASCII unit separator, which no Slurm name can hold, so that no
+# user-chosen text (job names, comments, paths: none is printed) can shift a field; times as
+# Unix seconds (SQUEUE_ENV).  What the fields carry, release by release (src/squeue/print.c,
+# slurmctld's pack_job in job_mgr.c):
+#
+# * JobID (``%A``, _print_job_job_id2) prints ``step_id.job_id`` as ``%u`` in every release up to
+#   26.05.3, an array task's own id included.  SLUIDs (25.11+, src/common/sluid.h: a 64-bit
+#   "Slurm Lexicographically-sortable Unique ID", printed as 14 Crockford base32 characters after
+#   a leading ``s``) have their own fields: squeue ``-O SLUID`` (``%s``), sprio ``%s``, sacct
+#   ``SLUID``, and ``SLUID=`` in ``scontrol show job`` (details only).  None of the formats here
+#   asks for one, and JobID/JobArrayID/sprio ``%i`` stay numeric, so no SLUID can reach these
+#   parsers; one would fail the job-id check and be skipped like any unreadable row.
+# * JobArrayID (``%i``): ``123_4``, ``123_[5-9]`` (pending tasks not yet split), ``7+1`` (het job).
+# * QOS (``%q``): for a pending job its request as given (``details->qos_req``), so from 24.11 a
+#   job submitted with ``--qos=hi,lo`` shows ``hi,lo``; otherwise the one QOS it runs in.
+# * PriorityLong (``%Q``): ``job->priority``, one number however many partitions and QOS the job
+#   competes in (the per-partition × QOS values go only to ``squeue -P`` and sprio).
+# * Partition (``%P``): ``high,debug`` for a job pending in several, the one it runs in otherwise.
 
 SEP = "\x1f"  # ASCII unit separator: cannot appear in Slurm names
-SQUEUE_FIELDS = [("%A", "job_id"), ("%i", "display_id"), ("%u", "user"), ("%a", "account"),
-                 ("%P", "partition"), ("%q", "qos"), ("%Q", "priority"), ("%y", "nice"), ("%T", "state")]
-SQUEUE_FORMAT = SEP.join(f for f, _ in SQUEUE_FIELDS)
+SQUEUE_FIELDS = ("JobID", "JobArrayID", "UserName", "Account", "QOS", "PriorityLong", "Nice", "State",
+                 "Partition", "SubmitTime", "EligibleTime", "AccrueTime", "NumCPUs", "NumNodes",
+                 "TimeLimit", "tres-alloc", "Reason")
+SQUEUE_LONG = ",".join(f"{f}:0{SEP}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:0"
+SQUEUE_ENV = {"SLURM_TIME_FORMAT": "%s"}
+
+
+def squeue_argv(states: str = "PD") -> list[str]:
+    """The one squeue command line: jobs in ``states`` (``PD``; ``all`` with CALCULATE_RUNNING),
+    hidden partitions included (``-a``: slurmctld computes priorities for those too)."""
+    return ["squeue", "-h", "-a", "-t", states, "-O", SQUEUE_LONG]
 
 
 def skip_or_raise(skipped: list[str] | None, what: str, where: str) -> None:
@@ -241,30 +269,80 @@ def skip_or_raise(skipped: list[str] | None, what: str, where: str) -> None:
     skipped.append(f"{where}: {what}")
 
 
+_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
+
+
+def parse_tres(text: str | None) -> dict[str, int]:
+    """A TRES string (``cpu=4096,mem=64G,node=1,billing=8192,gres/gpu=4``) → counts.
+
+    Memory (``mem``, ``bb``) is in MB: scontrol prints it converted exactly
+    (``CONVERT_NUM_UNIT_EXACT``), 64G = 65536.  Other suffixes are powers of 1024.
+    """
+    out: dict[str, int] = {}
+    if not text or text in ("(null)", "N/A"):
+        return out
+    for item in text.split(","):
+        if "=" not in item:
+            continue
+        name, value = item.split("=", 1)
+        name = name.strip().lower()
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
+        if not m:
+            raise InputError(f"TRES {item!r} has no numeric count")
+        num = float(m.group(1))
+        unit = m.group(2).upper()
+        if name.split("/")[0] in ("mem", "bb"):
+            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
+        elif unit:
+            num *= 1024.0 ** (_MB_POWER[unit] + 2)
+        out[name] = round(num)
+    return out
+
+
+def _epoch(text: str) -> int:
+    t = text.strip()
+    if t in ("", "Unknown", "None", "N/A", "0"):
+        return 0
+    if t.isdigit():
+        return int(t)
+    raise InputError(f"time {t!r} is not Unix seconds (was SLURM_TIME_FORMAT=%s honoured?)")
+
+
+def _time_limit(text: str) -> int | None:
+    """squeue's TimeLimit → minutes; INFINITE for UNLIMITED, None when unset (the partition's applies)."""
+    t = text.strip().upper()
+    if t in ("UNLIMITED", "INFINITE"):
+        return INFINITE
+    if t in ("NOT_SET", "PARTITION_LIMIT", "N/A", ""):
+        return None
+    return time_str_seconds(text, default_unit="minutes") // 60
+
+
 def parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
-    """``squeue -h -o SQUEUE_FORMAT``: one :class:`~fairshared.model.Job` per line (lines end at
-    ``\n`` only: a job name may hold any other line break).  A row that cannot be read is skipped
-    and noted in ``skipped`` when given (see :func:`skip_or_raise`)."""
+    """``squeue_argv()`` with SQUEUE_ENV → one :class:`~fairshared.model.Job` per line, SiteFactor and
+    operator-set priority not yet known (sprio tells them).  Lines end at ``\n`` only: a job name
+    may hold any other line break.  A row that cannot be read is skipped and noted in ``skipped``
+    when given (:func:`skip_or_raise`)."""
     jobs = []
-    names = [n for _, n in SQUEUE_FIELDS]
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split(SEP)
-        if len(parts) != len(names):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(names)}", f"{where}: line {lineno}")
+        if len(parts) != len(SQUEUE_FIELDS):
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
             continue
-        d = dict(zip(names, parts))
+        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
         try:
-            job_id = int(d["job_id"])
-            priority = int(d["priority"])
-            nice = int(d["nice"])
-        except ValueError:
-            skip_or_raise(skipped, f"has a non-numeric job id, priority or nice: {line!r}", f"{where}: line {lineno}")
-            continue
-        jobs.append(Job(job_id=job_id, display_id=d["display_id"], user=d["user"], account=d["account"],
-                        partition=d["partition"], qos=d["qos"], priority=priority, nice=nice,
-                        state=d["state"]))
+            tres = parse_tres(d["tres-alloc"])
+            jobs.append(Job(
+                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"], account=d["Account"],
+                partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]), nice=int(d["Nice"]),
+                state=d["State"], submit_time=_epoch(d["SubmitTime"]), eligible_time=_epoch(d["EligibleTime"]),
+                accrue_time=_epoch(d["AccrueTime"]), cpus=int(d["NumCPUs"]),
+                min_nodes=int(tres.get("node") or d["NumNodes"] or 1), time_limit=_time_limit(d["TimeLimit"]),
+                tres=tres, reason=d["Reason"]))
+        except (ValueError, InputError) as exc:
+            skip_or_raise(skipped, f"cannot read the job: {exc}", f"{where}: line {lineno} (job {d['JobID']})")
     return jobs
 
 
