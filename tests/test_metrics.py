@@ -150,6 +150,28 @@ def test_association_series_match_the_result(metrics):
     assert value(s, "fairshared_planned_updates") == 2
 
 
+def test_association_info_places_every_association_in_the_demo_tree(metrics):
+    from fairshared.sources.demo import DemoSource
+
+    snap = DemoSource().snapshot()
+    metrics.publish(cycle(1, tree=snap.associations, jobs=[], actions=[]))
+    s = samples(metrics)
+    info = {(d["account"], d["user"], d["partition"]): (d["parent"], d["depth"], v)
+            for d, v in ((dict(k), v) for k, v in s["fairshared_association_info"].items())}
+    assert len(info) == len(snap.associations) == 22
+    assert info[("root", "", "")] == ("", "0", 1.0)
+    assert info[("root", "root", "")] == ("root", "1", 1.0)
+    assert info[("physics", "", "")] == ("root", "1", 1.0)
+    assert info[("astro", "", "")] == ("physics", "2", 1.0)
+    assert info[("astro", "erin", "")] == ("astro", "3", 1.0)  # FairShare=parent: still its direct parent
+    assert info[("theory", "gina", "")] == ("theory", "3", 1.0)
+    assert info[("genomics", "kim", "")] == ("genomics", "3", 1.0)
+    assert info[("chemistry", "alice", "")] == ("chemistry", "2", 1.0)
+    # the same (account, user, partition) as the value series: a join matches one to one
+    assert set(info) == set(by_assoc(s["fairshared_association_norm_shares"]))
+    assert set(by_assoc(s["fairshared_association_fairshare"])) < set(info)
+
+
 def test_accounts_get_no_fairshare_or_rank_series(metrics):
     metrics.publish(cycle(algorithm="classic"))  # classic computes account factors: still not exported
     s = samples(metrics)

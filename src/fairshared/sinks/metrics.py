@@ -72,6 +72,7 @@ NS = "fairshared"
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 ASSOC_LABELS = ("account", "user", "partition")
+TREE_LABELS = (*ASSOC_LABELS, "parent", "depth")
 JOB_LABELS = ("job_id", "user", "account", "partition")
 
 # name -> HELP of the per-association gauges, in output order
@@ -133,6 +134,8 @@ class _View:
     snapshot_pending_jobs: int | None = None
     # per-association samples: metric suffix -> ((label values), value)
     assoc: tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...] = ()
+    # the tree: (account, user, partition, parent, depth) of every association
+    tree: tuple[tuple[str, ...], ...] = ()
     # per-job: the last action planned for each still-pending job, by job id
     jobs: tuple[PushAction, ...] = ()
     jobs_dropped: int = 0  # pending jobs left without per-job series by the per_job cap
@@ -141,10 +144,26 @@ class _View:
     push_mode: str | None = None
 
 
+def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
+    """(account, user, partition, parent, depth) of every association, in tree order.
+
+    The first three are labelled as in the per-association series (so the two join); parent is the
+    direct parent account's name (an account's own for a user association), "" for root; depth
+    counts from root = 0.
+    """
+    depth = tree.depth
+    return tuple((*lv, tree.parent_name(i) or "", str(int(depth[i]))) for i, lv in enumerate(assoc_labels(tree)))
+
+
+def assoc_labels(tree) -> list[tuple[str, str, str]]:
+    """(account, user, partition) of every association as the series label them ("" for None)."""
+    return [(tree.account[i], tree.user[i] or "", tree.partition[i] or "") for i in range(tree.n)]
+
+
 def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
     """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only."""
     t = result.tree
-    labels = [(t.account[i], t.user[i] or "", t.partition[i] or "") for i in range(t.n)]
+    labels = assoc_labels(t)
     users = np.flatnonzero(np.asarray(t.is_user, dtype=bool))
     rated = [i for i in users if not math.isnan(float(result.fairshare[i]))]
     ranks = result.user_ranks()
@@ -241,6 +260,7 @@ class Metrics:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
                     assoc=association_samples(cycle.result),
+                    tree=tree_labels(cycle.result.tree),
                     planned_updates=len(cycle.actions),
                     snapshot_associations=cycle.result.tree.n,
                     snapshot_pending_jobs=len(pending),
@@ -337,6 +357,13 @@ class Metrics:
                          [({}, v.snapshot_associations)])
             yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
                          [({}, v.snapshot_pending_jobs)])
+        if v.tree:
+            g = GaugeMetricFamily(f"{NS}_association_info", "Constant 1 per association: its place in the tree "
+                                  "(parent = the parent account, \"\" for root; depth: root = 0).",
+                                  labels=TREE_LABELS)
+            for lv in v.tree:
+                g.add_metric(lv, 1)
+            yield g
         for name, rows in v.assoc:
             g = GaugeMetricFamily(f"{NS}_association_{name}", ASSOC_HELP[name], labels=ASSOC_LABELS)
             for lv, x in rows:
