@@ -376,7 +376,9 @@ class Runner:
     def status(self) -> dict:
         r = self.last
         return {
-            "cycle": self.number,
+            # the last finished cycle's number: self.number already counts one still running, whose
+            # figures are not in self.last yet (a status read mid-cycle mixed the two)
+            "cycle": r.number if r else 0,
             "outcome": r.outcome if r else None,
             "error": r.error if r else None,
             "algorithm": r.algorithm if r else None,
