@@ -142,6 +142,7 @@ class _View:
     # pending jobs per (account, user) of the snapshot behind the series
     pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
     push_mode: str | None = None
+    counted_twice: int | None = None  # from the last cycle that read the cluster's settings
 
 
 def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
@@ -249,6 +250,8 @@ class Metrics:
                 jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
                 job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
+            if cycle.fairshare_counted_twice is not None:
+                changes["counted_twice"] = int(cycle.fairshare_counted_twice)
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
@@ -349,6 +352,11 @@ class Metrics:
              "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
         ):
             yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
+        if v.counted_twice is not None:
+            yield _gauge("fairshare_counted_twice", "1 while push.mode is site_factor and Slurm's "
+                         "PriorityWeightFairshare is not 0: Slurm adds its own fair-share term beside "
+                         "fairshared's SiteFactor; else 0 (absent until the cluster's settings were read).",
+                         [({}, v.counted_twice)])
         if v.planned_updates is not None:
             yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                          "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
