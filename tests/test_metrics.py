@@ -735,3 +735,79 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
         return users if users == {"u2", "u3", "u4"} else None
 
     wait_for("u1's series to go", u1_gone, proc, log)
+
+
+# -- per-job priority ------------------------------------------------------------------------------------
+
+
+def priority_cycle(tmp_path, monkeypatch, **push):
+    """A dry-run push.mode priority cycle of test_explain_compare's snapshot, at its time."""
+    import fairshared.daemon.runner as runner_mod
+    from fairshared.commands import priority_cmds as pc
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.runner import Runner
+    from test_explain_compare import NOW, snapshot_doc
+
+    class Details:
+        name = "snapshot"
+
+        def priority_inputs(self):
+            return pc.inputs_from_dict(snapshot_doc(), "snapshot")
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snapshot_doc()))
+    monkeypatch.setattr(runner_mod.time, "time", lambda: float(NOW))
+    r = Runner(config_from_dict({"push": {"mode": "priority", "dry_run": True, **push}}), Details(), None, None)
+    return r.cycle(), str(path)
+
+
+def test_job_priority_equals_fairshared_sprio(tmp_path, monkeypatch, capsys):
+    from fairshared.cli import main
+
+    res, snap = priority_cycle(tmp_path, monkeypatch)
+    assert res.outcome == "success" and res.priorities
+    m = Metrics(version="1", registry=CollectorRegistry())
+    m.publish(res)
+    s = samples(m)
+    capsys.readouterr()  # the cycle's log lines (structlog's default: stdout)
+    assert main(["sprio", "--snapshot", snap, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["jobs"]
+    assert [r["job_id"] for r in rows] == [101, 102, 103, 104]  # 105 is held: neither lists it
+    assert by_job(s["fairshared_job_priority"]) == {str(r["job_id"]): float(r["priority"]) for r in rows}
+    assert by_job(s["fairshared_job_priority"]) == {"101": 10300.0, "102": 10500.0, "103": 6305.0, "104": 5000.0}
+    factors: dict[tuple[str, str], float] = {}
+    for k, v in s["fairshared_job_priority_factor"].items():
+        d = dict(k)
+        assert (d["user"], d["account"]) != ("", "")
+        factors[(d["job_id"], d["factor"])] = v
+    for r in rows:
+        j = str(r["job_id"])
+        for ours, theirs in (("age", "age"), ("assoc", "assoc"), ("fairshare", "fairshare"),
+                             ("jobsize", "jobsize"), ("partition", "partition_factor"), ("qos", "qos"),
+                             ("site", "site"), ("nice", "nice")):
+            assert round(factors[(j, ours)]) == r[theirs], (j, ours)
+        assert factors[(j, "tres")] == 0
+        # the terms add up to the total, as in Slurm's formula
+        terms = sum(factors[(j, f)] for f in ("age", "assoc", "fairshare", "jobsize", "partition", "qos",
+                                              "tres", "site"))
+        assert int(terms - factors[(j, "nice")]) == by_job(s["fairshared_job_priority"])[j]
+    labels = {dict(k)["job_id"]: dict(k) for k in s["fairshared_job_priority"]}
+    assert labels["103"] == {"job_id": "103", "user": "u4", "account": "B", "partition": "debug"}
+
+
+def test_job_priority_obeys_the_per_job_cap_and_needs_job_details(tmp_path, monkeypatch):
+    res, _ = priority_cycle(tmp_path, monkeypatch)
+    capped = Metrics(version="1", per_job=2, registry=CollectorRegistry())
+    capped.publish(res)
+    s = samples(capped)
+    assert sorted(by_job(s["fairshared_job_priority"])) == ["101", "102"]
+    assert sorted({dict(k)["job_id"] for k in s["fairshared_job_priority_factor"]}) == ["101", "102"]
+    assert len(s["fairshared_job_priority_factor"]) == 2 * 9
+    assert value(s, "fairshared_dropped_job_series") == 2
+    off = Metrics(version="1", per_job=False, registry=CollectorRegistry())
+    off.publish(res)
+    assert not any(n.startswith("fairshared_job_") for n in samples(off))
+    # a mode that does not read the job details (site_factor, the demo source): no priority series at all
+    plain = Metrics(version="1", registry=CollectorRegistry())
+    plain.publish(cycle(1))
+    assert "fairshared_job_priority" not in samples(plain) and "fairshared_job_pushed_value" in samples(plain)

@@ -217,6 +217,7 @@ class Runner:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
         res.actions = planned.actions
+        res.priorities = planned.priorities
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()

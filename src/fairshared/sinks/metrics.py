@@ -138,6 +138,8 @@ class _View:
     tree: tuple[tuple[str, ...], ...] = ()
     # per-job: the last action planned for each still-pending job, by job id
     jobs: tuple[PushAction, ...] = ()
+    # per-job priority: (job_id, JOB_LABELS values, total, ((factor, points), ...)) per job and partition
+    priorities: tuple[tuple[int, tuple[str, ...], float, tuple[tuple[str, float], ...]], ...] = ()
     jobs_dropped: int = 0  # pending jobs left without per-job series by the per_job cap
     # pending jobs per (account, user) of the snapshot behind the series
     pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
@@ -181,6 +183,27 @@ def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...],
     out.append(("fairshare", tuple((labels[i], float(result.fairshare[i])) for i in rated)))
     out.append(("rank", tuple((labels[i], float(ranks[i])) for i in rated)))
     return tuple(out)
+
+
+PRIORITY_FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice")
+
+
+def priority_samples(priorities, pending: set[int]):
+    """Per job and partition: (job_id, labels, total, ((factor, points), ...)) of still-pending jobs.
+
+    Points are the weighted factors as slurmctld sums them (sprio -l prints them rounded); ``tres``
+    is the sum over the weighted TRES, ``site`` the SiteFactor, ``nice`` the nice (subtracted).
+    """
+    out = []
+    for f in priorities:
+        j = f.job
+        if j.job_id not in pending:
+            continue
+        points = {**f.weighted, "tres": float(sum(f.tres_weighted.values())), "site": float(f.site),
+                  "nice": float(f.nice)}
+        out.append((j.job_id, (str(j.job_id), j.user, j.account, f.partition), float(f.priority),
+                    tuple((k, float(points[k])) for k in PRIORITY_FACTORS)))
+    return tuple(sorted(out, key=lambda p: (p[0], p[1][3])))
 
 
 class Metrics:
@@ -255,9 +278,14 @@ class Metrics:
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
-                jobs = self._jobs(old, cycle, pending) if self.per_job is not False else ()
+                on = self.per_job is not False
+                jobs = self._jobs(old, cycle, pending) if on else ()
+                prios = priority_samples(cycle.priorities, {j.job_id for j in pending}) if on else ()
                 cap = None if self.per_job is True or self.per_job is False else int(self.per_job)
-                dropped = max(0, len(jobs) - cap) if cap is not None else 0
+                # the cap counts jobs, whichever per-job series they have: the lowest ids keep theirs
+                ids = sorted({a.job_id for a in jobs} | {p[0] for p in prios})
+                keep = set(ids[:cap] if cap is not None else ids)
+                dropped = len(ids) - len(keep)
                 by_user: dict[tuple[str, str], int] = {}
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
@@ -268,7 +296,8 @@ class Metrics:
                     snapshot_associations=cycle.result.tree.n,
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
-                    jobs=jobs[:cap] if cap is not None else jobs,
+                    jobs=tuple(a for a in jobs if a.job_id in keep),
+                    priorities=tuple(p for p in prios if p[0] in keep),
                     jobs_dropped=dropped,
                     pending_by_user=tuple(sorted(by_user.items())),
                 )
@@ -393,6 +422,24 @@ class Metrics:
                 pushed.add_metric([*lv, a.field], a.new)
             yield contrib
             yield pushed
+        if v.priorities:
+            total = GaugeMetricFamily(
+                f"{NS}_job_priority",
+                "Total multifactor priority of the pending job in the partition, with fairshared's fair-share "
+                "factor: Slurm's formula age + assoc + fairshare + jobsize + partition + qos + tres + site - "
+                "nice, at least 1, truncated (what slurmctld holds and sprio prints as PRIORITY). Only with "
+                "push.mode priority, which reads each job's details.", labels=JOB_LABELS)
+            factor = GaugeMetricFamily(
+                f"{NS}_job_priority_factor",
+                "Weighted term of the pending job's priority (fairshared_job_priority): age, assoc, fairshare, "
+                "jobsize, partition, qos, tres (all TRES together), site (SiteFactor); nice is subtracted.",
+                labels=[*JOB_LABELS, "factor"])
+            for _, lv, x, points in v.priorities:
+                total.add_metric(list(lv), x)
+                for name, y in points:
+                    factor.add_metric([*lv, name], y)
+            yield total
+            yield factor
         # pending-job counts per owner: after the per-job series
         if v.snapshot_pending_jobs is not None:
             yield _gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
