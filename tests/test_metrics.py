@@ -65,22 +65,43 @@ ACTIONS = [
 ]
 
 
+def job_priorities(fairshare: dict[str, float]) -> list:
+    """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
+    from fairshared.priority import ClusterInfo, JobInfo, PartitionInfo, PriorityParams, job_priority
+
+    cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
+                          qos_priority={"normal": 10})
+    params = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_partition=500, weight_qos=100)
+    now = 1_700_000_000
+    out = []
+    for j in (JobInfo(101, "u1", "a", ("debug",), accrue_time=now - 3600, qos="normal"),
+              JobInfo(102, "u4", "b", ("gpu",), accrue_time=now - 7200, nice=10, site_factor=250)):
+        out += job_priority(j, fairshare[j.user], cluster, params, now)
+    return out
+
+
+PRIORITIES = job_priorities({"u1": 0.75, "u4": 0.25})
+
+
 def cycle(number: int = 1, outcome: str = "success", *, tree=TREE, algorithm: str = "fair_tree",
           jobs=JOBS, actions=ACTIONS, pushed: int | None = None, push_errors: int = 0, jobs_gone: int = 0,
-          started: float | None = None, push_mode: str = "site_factor", dry_run: bool = False) -> CycleResult:
-    """A CycleResult as the runner would make it for the outcome."""
+          started: float | None = None, push_mode: str = "site_factor", dry_run: bool = False,
+          priorities=(), counted_twice: bool | None = None) -> CycleResult:
+    """A CycleResult as the runner would make it for the outcome (``priorities``: push.mode priority's)."""
     c = CycleResult(number=number, started=1_700_000_000.0 + 300 * number if started is None else started,
                     algorithm=algorithm, source="test", push_mode=push_mode, dry_run=dry_run, outcome=outcome)
     if outcome == "pull_failed":
         c.error, c.seconds = "sacctmgr timed out", {"pull": 30.0}
         return c
     c.snapshot = Snapshot(associations=list(tree), jobs=list(jobs))
+    c.fairshare_counted_twice = counted_twice
     c.seconds["pull"] = 1.5
     if outcome == "compute_failed":
         c.error, c.seconds["compute"] = "ValueError('bad')", 0.01
         return c
     c.result = compute(tree, algorithm)
     c.actions = list(actions)
+    c.priorities = list(priorities)
     c.seconds["compute"] = 0.25
     c.pushed = len(actions) - push_errors - jobs_gone if pushed is None else pushed
     c.push_errors, c.jobs_gone = push_errors, jobs_gone
@@ -468,9 +489,22 @@ def _metric_names_in(text: str) -> set[str]:
 def _full_render() -> str:
     m = Metrics(version="1")
     m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
-    m.publish(cycle(1))
+    m.publish(cycle(1, priorities=PRIORITIES, counted_twice=False))
     m.publish(cycle(2, "pull_failed"))
     return m.render().decode()
+
+
+def dashboard_panel(title: str) -> list[str]:
+    """The expressions of the one panel whose title starts with ``title``."""
+    [p] = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"].startswith(title)]
+    return [t["expr"] for t in p["targets"]]
+
+
+def dashboard_query(expr: str, **values: str) -> str:
+    """A dashboard expression with its template variables set (to "all" unless given)."""
+    for var in ("job", "instance", "account", "user"):
+        expr = expr.replace(f"${var}", values.get(var, ".*"))
+    return expr
 
 
 def dashboard_exprs() -> list[str]:
@@ -489,6 +523,18 @@ def test_dashboard_is_valid_and_uses_only_our_metrics():
     exported = {fam_sample for fam_sample in re.findall(r"^(fairshared_\w+?)[{ ]", _full_render(), re.M)}
     used = _metric_names_in("\n".join(dashboard_exprs())) | _metric_names_in(ALERTS.read_text())
     assert used and used <= exported, used - exported
+    # the new series are on the dashboard, and every query is scoped to the scrape job(s) picked in $job
+    assert {"fairshared_association_info", "fairshared_job_priority", "fairshared_job_priority_factor",
+            "fairshared_fairshare_counted_twice"} <= used
+    assert {v["name"]: v for v in d["templating"]["list"]}["job"]["definition"] == \
+        "label_values(fairshared_info, job)"
+    for expr in dashboard_exprs():
+        assert 'job="' not in expr, expr
+        for sel in re.findall(r"\b(?:fairshared_\w+|up)\{[^}]*\}", expr):
+            assert 'job=~"$job"' in sel, (sel, expr)
+    for v in d["templating"]["list"]:
+        if v["name"] in ("instance", "account", "user"):
+            assert 'job=~"$job"' in v["definition"], v["name"]
 
 
 # -- promtool -------------------------------------------------------------------------------------------
@@ -689,7 +735,7 @@ def prometheus_server(prom, tmp_path):
 
 def test_real_prometheus_scrapes_our_series(prometheus_server):
     m, port, proc, log = prometheus_server
-    m.publish(cycle(1))
+    m.publish(cycle(1, counted_twice=False))
 
     def fairshare():
         r = api(port, "query", query="fairshared_association_fairshare")
@@ -720,11 +766,22 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
     rules = wait_for("the alert rules to evaluate", rules_ok, proc, log)
     assert {r["name"] for r in rules} >= {"FairsharedDown", "FairsharedMetricsStale", "FairsharedPushErrors"}
 
-    # every dashboard query is valid PromQL (template variables set to "all")
+    # every dashboard query is valid PromQL (template variables set to "all"); each instant one finds
+    # series, but the per-job priority ones (this cycle has no push.mode priority details)
     for expr in dashboard_exprs():
-        q = expr.replace("$instance", ".*").replace("$account", ".*").replace("$user", ".*")
-        r = api(port, "query", query=q)
+        r = api(port, "query", query=dashboard_query(expr))
         assert r.get("status") == "success", (expr, r)
+        assert r["data"]["result"] or "job_priority" in expr or "[30m]" in expr, expr  # rates: 2 scrapes
+
+    # the tree: association_info as scraped, empty labels dropped by Prometheus (root's parent)
+    info = {(x["metric"]["account"], x["metric"].get("user", "")): (x["metric"].get("parent", ""),
+                                                                    x["metric"]["depth"])
+            for x in api(port, "query", query="fairshared_association_info")["data"]["result"]}
+    assert info == {("root", ""): ("", "0"), ("a", ""): ("root", "1"), ("b", ""): ("root", "1"),
+                    ("a", "u1"): ("a", "2"), ("a", "u2"): ("a", "2"), ("b", "u3"): ("b", "2"),
+                    ("b", "u4"): ("b", "2")}
+    twice = api(port, "query", query="fairshared_fairshare_counted_twice")["data"]["result"]
+    assert [x["value"][1] for x in twice] == ["0"]
 
     # an association deleted in Slurm disappears from Prometheus at the next scrape
     m.publish(cycle(2, tree=[a for a in TREE if a.user != "u1"], actions=[]))
@@ -735,6 +792,49 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
         return users if users == {"u2", "u3", "u4"} else None
 
     wait_for("u1's series to go", u1_gone, proc, log)
+
+    # push.mode priority: the per-job priority series, as published
+    m.publish(cycle(3, actions=[], push_mode="priority", priorities=PRIORITIES))
+
+    def priorities():
+        r = api(port, "query", query="fairshared_job_priority")["data"]["result"]
+        got = {x["metric"]["job_id"]: float(x["value"][1]) for x in r}
+        return got if len(got) == 2 else None
+
+    want = {str(f.job.job_id): float(f.priority) for f in PRIORITIES}
+    assert wait_for("the job priority series", priorities, proc, log) == want
+    terms = api(port, "query", query='fairshared_job_priority_factor{job_id="102"}')["data"]["result"]
+    by_factor = {x["metric"]["factor"]: float(x["value"][1]) for x in terms}
+    assert set(by_factor) == {"age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice"}
+    assert by_factor["site"] == 250 and by_factor["nice"] == 10 and by_factor["fairshare"] == 2500
+    top = api(port, "query", query=dashboard_query(dashboard_panel("Pending jobs:")[1]))["data"]["result"]
+    assert {x["metric"]["job_id"]: float(x["value"][1]) for x in top} == {
+        str(f.job.job_id): f.weighted["age"] for f in PRIORITIES}
+
+    # "why is this user low": the LevelFS of the user's association and of every ancestor account
+    from fairshared.sources.demo import DemoSource
+
+    demo = DemoSource().snapshot()
+    m.publish(cycle(4, tree=demo.associations, jobs=[], actions=[]))
+    result = compute(demo.associations, "fair_tree")
+    t = result.tree
+    lfs = {(t.account[i], t.user[i] or ""): float(result.level_fs[i]) for i in range(t.n)}
+    [why] = dashboard_panel("Why is")
+
+    def carol():
+        r = api(port, "query", query=dashboard_query(why, user="carol"))["data"]["result"]
+        got = {(x["metric"]["account"], x["metric"].get("user", ""), x["metric"]["depth"]): float(x["value"][1])
+               for x in r}
+        return got if len(got) == 3 else None
+
+    # carol is in astro, astro under physics, physics under root (root has no LevelFS)
+    assert wait_for("carol's levels", carol, proc, log) == {
+        ("astro", "carol", "3"): lfs[("astro", "carol")], ("astro", "", "2"): lfs[("astro", "")],
+        ("physics", "", "1"): lfs[("physics", "")]}
+    # alice is in two accounts: both branches, each level once
+    r = api(port, "query", query=dashboard_query(why, user="alice"))["data"]["result"]
+    assert sorted((x["metric"]["account"], x["metric"].get("user", "")) for x in r) == [
+        ("chemistry", ""), ("chemistry", "alice"), ("physics", ""), ("physics", "alice")]
 
 
 # -- per-job priority ------------------------------------------------------------------------------------
