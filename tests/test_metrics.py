@@ -587,6 +587,8 @@ tests:
         values: '0x9 2x25'
       - series: 'up{{job="fairshared",instance="h:9817"}}'
         values: '1x9 0x25'
+      - series: 'fairshared_fairshare_counted_twice{{job="fairshared",instance="h:9817"}}'
+        values: '0x4 1x20 0x10'
     alert_rule_test:
       - eval_time: 4m
         alertname: FairsharedMetricsStale
@@ -613,6 +615,16 @@ tests:
         alertname: FairsharedDown
         exp_alerts:
           - exp_labels: {{severity: critical, job: fairshared, instance: "h:9817"}}
+      - eval_time: 15m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts: []
+      - eval_time: 22m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: fairshared, instance: "h:9817"}}
+      - eval_time: 32m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts: []
 """
 
 
@@ -634,7 +646,7 @@ def without_annotations(rules_yaml: str) -> str:
 def test_alert_rules_fire_as_intended(prom, tmp_path):
     rules = tmp_path / "alerts.yml"
     rules.write_text(without_annotations(ALERTS.read_text()))
-    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 7
+    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 8
     f = tmp_path / "alerts_test.yml"
     f.write_text(RULE_TESTS.format(alerts=json.dumps(str(rules))))
     r = subprocess.run([prom.promtool, "test", "rules", str(f)], capture_output=True, text=True, timeout=60)
