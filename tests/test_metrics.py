@@ -923,3 +923,14 @@ def test_job_priority_obeys_the_per_job_cap_and_needs_job_details(tmp_path, monk
     plain = Metrics(version="1", registry=CollectorRegistry())
     plain.publish(cycle(1))
     assert "fairshared_job_priority" not in samples(plain) and "fairshared_job_pushed_value" in samples(plain)
+
+
+def test_readme_metrics_table_names_every_series_we_export():
+    text = (REPO / "README.md").read_text()
+    section = text.split("### Metrics", 1)[1].split("\n### ", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            documented |= {f"fairshared_{n}" for n in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
+    exported = set(re.findall(r"^# TYPE (fairshared_\w+) ", _full_render(), re.M))
+    assert documented == exported, (documented - exported, exported - documented)
