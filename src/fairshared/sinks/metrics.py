@@ -45,6 +45,14 @@ therefore carry, for every job still *pending* in the latest snapshot, the last
 action planned for it (``fairshared_job_pushed_value`` = the value written, or in
 dry run the value that would be written).  A job that started, ended or vanished
 disappears at the next cycle with a result; a change of push mode forgets them all.
+``fairshared_job_priority`` / ``_factor`` are the cycle's own: the multifactor priority push mode
+``priority`` computed for every pending job it planned for (``CycleResult.priorities``); cycles
+of other modes have no job details and export none.  ``metrics.per_job`` caps the jobs, whichever
+of these series they carry.
+
+``fairshared_association_info`` carries the tree (parent account, depth) with the value series'
+own (account, user, partition) labels, so a join adds it to any of them.
+``fairshared_fairshare_counted_twice`` follows every cycle that read the cluster's settings.
 """
 
 from __future__ import annotations
