@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 if d.get("level") in ("warning", "error"):
                     other.append(line.rstrip())
                 continue
-            seconds.append(sum(float(v) for v in (d.get("seconds") or {}).values()))
+            seconds.append(sum(float(v) for k, v in d.items() if k.endswith("_s")))  # pull_s, compute_s, ...
             outcomes[d.get("outcome")] = outcomes.get(d.get("outcome"), 0) + 1
             n = len(seconds)
             if n in marks:

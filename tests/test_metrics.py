@@ -65,22 +65,43 @@ ACTIONS = [
 ]
 
 
+def job_priorities(fairshare: dict[str, float]) -> list:
+    """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
+    from fairshared.priority import ClusterInfo, JobInfo, PartitionInfo, PriorityParams, job_priority
+
+    cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
+                          qos_priority={"normal": 10})
+    params = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_partition=500, weight_qos=100)
+    now = 1_700_000_000
+    out = []
+    for j in (JobInfo(101, "u1", "a", ("debug",), accrue_time=now - 3600, qos="normal"),
+              JobInfo(102, "u4", "b", ("gpu",), accrue_time=now - 7200, nice=10, site_factor=250)):
+        out += job_priority(j, fairshare[j.user], cluster, params, now)
+    return out
+
+
+PRIORITIES = job_priorities({"u1": 0.75, "u4": 0.25})
+
+
 def cycle(number: int = 1, outcome: str = "success", *, tree=TREE, algorithm: str = "fair_tree",
           jobs=JOBS, actions=ACTIONS, pushed: int | None = None, push_errors: int = 0, jobs_gone: int = 0,
-          started: float | None = None, push_mode: str = "site_factor", dry_run: bool = False) -> CycleResult:
-    """A CycleResult as the runner would make it for the outcome."""
+          started: float | None = None, push_mode: str = "site_factor", dry_run: bool = False,
+          priorities=(), counted_twice: bool | None = None) -> CycleResult:
+    """A CycleResult as the runner would make it for the outcome (``priorities``: push.mode priority's)."""
     c = CycleResult(number=number, started=1_700_000_000.0 + 300 * number if started is None else started,
                     algorithm=algorithm, source="test", push_mode=push_mode, dry_run=dry_run, outcome=outcome)
     if outcome == "pull_failed":
         c.error, c.seconds = "sacctmgr timed out", {"pull": 30.0}
         return c
     c.snapshot = Snapshot(associations=list(tree), jobs=list(jobs))
+    c.fairshare_counted_twice = counted_twice
     c.seconds["pull"] = 1.5
     if outcome == "compute_failed":
         c.error, c.seconds["compute"] = "ValueError('bad')", 0.01
         return c
     c.result = compute(tree, algorithm)
     c.actions = list(actions)
+    c.priorities = list(priorities)
     c.seconds["compute"] = 0.25
     c.pushed = len(actions) - push_errors - jobs_gone if pushed is None else pushed
     c.push_errors, c.jobs_gone = push_errors, jobs_gone
@@ -148,6 +169,28 @@ def test_association_series_match_the_result(metrics):
     assert value(s, "fairshared_snapshot_associations") == 7
     assert value(s, "fairshared_snapshot_pending_jobs") == 2  # job 103 is running
     assert value(s, "fairshared_planned_updates") == 2
+
+
+def test_association_info_places_every_association_in_the_demo_tree(metrics):
+    from fairshared.sources.demo import DemoSource
+
+    snap = DemoSource().snapshot()
+    metrics.publish(cycle(1, tree=snap.associations, jobs=[], actions=[]))
+    s = samples(metrics)
+    info = {(d["account"], d["user"], d["partition"]): (d["parent"], d["depth"], v)
+            for d, v in ((dict(k), v) for k, v in s["fairshared_association_info"].items())}
+    assert len(info) == len(snap.associations) == 22
+    assert info[("root", "", "")] == ("", "0", 1.0)
+    assert info[("root", "root", "")] == ("root", "1", 1.0)
+    assert info[("physics", "", "")] == ("root", "1", 1.0)
+    assert info[("astro", "", "")] == ("physics", "2", 1.0)
+    assert info[("astro", "erin", "")] == ("astro", "3", 1.0)  # FairShare=parent: still its direct parent
+    assert info[("theory", "gina", "")] == ("theory", "3", 1.0)
+    assert info[("genomics", "kim", "")] == ("genomics", "3", 1.0)
+    assert info[("chemistry", "alice", "")] == ("chemistry", "2", 1.0)
+    # the same (account, user, partition) as the value series: a join matches one to one
+    assert set(info) == set(by_assoc(s["fairshared_association_norm_shares"]))
+    assert set(by_assoc(s["fairshared_association_fairshare"])) < set(info)
 
 
 def test_accounts_get_no_fairshare_or_rank_series(metrics):
@@ -446,9 +489,22 @@ def _metric_names_in(text: str) -> set[str]:
 def _full_render() -> str:
     m = Metrics(version="1")
     m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
-    m.publish(cycle(1))
+    m.publish(cycle(1, priorities=PRIORITIES, counted_twice=False))
     m.publish(cycle(2, "pull_failed"))
     return m.render().decode()
+
+
+def dashboard_panel(title: str) -> list[str]:
+    """The expressions of the one panel whose title starts with ``title``."""
+    [p] = [p for p in json.loads(DASHBOARD.read_text())["panels"] if p["title"].startswith(title)]
+    return [t["expr"] for t in p["targets"]]
+
+
+def dashboard_query(expr: str, **values: str) -> str:
+    """A dashboard expression with its template variables set (to "all" unless given)."""
+    for var in ("job", "instance", "account", "user"):
+        expr = expr.replace(f"${var}", values.get(var, ".*"))
+    return expr
 
 
 def dashboard_exprs() -> list[str]:
@@ -467,6 +523,18 @@ def test_dashboard_is_valid_and_uses_only_our_metrics():
     exported = {fam_sample for fam_sample in re.findall(r"^(fairshared_\w+?)[{ ]", _full_render(), re.M)}
     used = _metric_names_in("\n".join(dashboard_exprs())) | _metric_names_in(ALERTS.read_text())
     assert used and used <= exported, used - exported
+    # the new series are on the dashboard, and every query is scoped to the scrape job(s) picked in $job
+    assert {"fairshared_association_info", "fairshared_job_priority", "fairshared_job_priority_factor",
+            "fairshared_fairshare_counted_twice"} <= used
+    assert {v["name"]: v for v in d["templating"]["list"]}["job"]["definition"] == \
+        "label_values(fairshared_info, job)"
+    for expr in dashboard_exprs():
+        assert 'job="' not in expr, expr
+        for sel in re.findall(r"\b(?:fairshared_\w+|up)\{[^}]*\}", expr):
+            assert 'job=~"$job"' in sel, (sel, expr)
+    for v in d["templating"]["list"]:
+        if v["name"] in ("instance", "account", "user"):
+            assert 'job=~"$job"' in v["definition"], v["name"]
 
 
 # -- promtool -------------------------------------------------------------------------------------------
@@ -519,6 +587,8 @@ tests:
         values: '0x9 2x25'
       - series: 'up{{job="fairshared",instance="h:9817"}}'
         values: '1x9 0x25'
+      - series: 'fairshared_fairshare_counted_twice{{job="fairshared",instance="h:9817"}}'
+        values: '0x4 1x20 0x10'
     alert_rule_test:
       - eval_time: 4m
         alertname: FairsharedMetricsStale
@@ -545,6 +615,16 @@ tests:
         alertname: FairsharedDown
         exp_alerts:
           - exp_labels: {{severity: critical, job: fairshared, instance: "h:9817"}}
+      - eval_time: 15m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts: []
+      - eval_time: 22m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts:
+          - exp_labels: {{severity: warning, job: fairshared, instance: "h:9817"}}
+      - eval_time: 32m
+        alertname: FairsharedFairShareCountedTwice
+        exp_alerts: []
 """
 
 
@@ -566,7 +646,7 @@ def without_annotations(rules_yaml: str) -> str:
 def test_alert_rules_fire_as_intended(prom, tmp_path):
     rules = tmp_path / "alerts.yml"
     rules.write_text(without_annotations(ALERTS.read_text()))
-    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 7
+    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 8
     f = tmp_path / "alerts_test.yml"
     f.write_text(RULE_TESTS.format(alerts=json.dumps(str(rules))))
     r = subprocess.run([prom.promtool, "test", "rules", str(f)], capture_output=True, text=True, timeout=60)
@@ -667,7 +747,7 @@ def prometheus_server(prom, tmp_path):
 
 def test_real_prometheus_scrapes_our_series(prometheus_server):
     m, port, proc, log = prometheus_server
-    m.publish(cycle(1))
+    m.publish(cycle(1, counted_twice=False))
 
     def fairshare():
         r = api(port, "query", query="fairshared_association_fairshare")
@@ -698,11 +778,22 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
     rules = wait_for("the alert rules to evaluate", rules_ok, proc, log)
     assert {r["name"] for r in rules} >= {"FairsharedDown", "FairsharedMetricsStale", "FairsharedPushErrors"}
 
-    # every dashboard query is valid PromQL (template variables set to "all")
+    # every dashboard query is valid PromQL (template variables set to "all"); each instant one finds
+    # series, but the per-job priority ones (this cycle has no push.mode priority details)
     for expr in dashboard_exprs():
-        q = expr.replace("$instance", ".*").replace("$account", ".*").replace("$user", ".*")
-        r = api(port, "query", query=q)
+        r = api(port, "query", query=dashboard_query(expr))
         assert r.get("status") == "success", (expr, r)
+        assert r["data"]["result"] or "job_priority" in expr or "[30m]" in expr, expr  # rates: 2 scrapes
+
+    # the tree: association_info as scraped, empty labels dropped by Prometheus (root's parent)
+    info = {(x["metric"]["account"], x["metric"].get("user", "")): (x["metric"].get("parent", ""),
+                                                                    x["metric"]["depth"])
+            for x in api(port, "query", query="fairshared_association_info")["data"]["result"]}
+    assert info == {("root", ""): ("", "0"), ("a", ""): ("root", "1"), ("b", ""): ("root", "1"),
+                    ("a", "u1"): ("a", "2"), ("a", "u2"): ("a", "2"), ("b", "u3"): ("b", "2"),
+                    ("b", "u4"): ("b", "2")}
+    twice = api(port, "query", query="fairshared_fairshare_counted_twice")["data"]["result"]
+    assert [x["value"][1] for x in twice] == ["0"]
 
     # an association deleted in Slurm disappears from Prometheus at the next scrape
     m.publish(cycle(2, tree=[a for a in TREE if a.user != "u1"], actions=[]))
@@ -713,3 +804,133 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
         return users if users == {"u2", "u3", "u4"} else None
 
     wait_for("u1's series to go", u1_gone, proc, log)
+
+    # push.mode priority: the per-job priority series, as published
+    m.publish(cycle(3, actions=[], push_mode="priority", priorities=PRIORITIES))
+
+    def priorities():
+        r = api(port, "query", query="fairshared_job_priority")["data"]["result"]
+        got = {x["metric"]["job_id"]: float(x["value"][1]) for x in r}
+        return got if len(got) == 2 else None
+
+    want = {str(f.job.job_id): float(f.priority) for f in PRIORITIES}
+    assert wait_for("the job priority series", priorities, proc, log) == want
+    terms = api(port, "query", query='fairshared_job_priority_factor{job_id="102"}')["data"]["result"]
+    by_factor = {x["metric"]["factor"]: float(x["value"][1]) for x in terms}
+    assert set(by_factor) == {"age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice"}
+    assert by_factor["site"] == 250 and by_factor["nice"] == 10 and by_factor["fairshare"] == 2500
+    top = api(port, "query", query=dashboard_query(dashboard_panel("Pending jobs:")[1]))["data"]["result"]
+    assert {x["metric"]["job_id"]: float(x["value"][1]) for x in top} == {
+        str(f.job.job_id): f.weighted["age"] for f in PRIORITIES}
+
+    # "why is this user low": the LevelFS of the user's association and of every ancestor account
+    from fairshared.sources.demo import DemoSource
+
+    demo = DemoSource().snapshot()
+    m.publish(cycle(4, tree=demo.associations, jobs=[], actions=[]))
+    result = compute(demo.associations, "fair_tree")
+    t = result.tree
+    lfs = {(t.account[i], t.user[i] or ""): float(result.level_fs[i]) for i in range(t.n)}
+    [why] = dashboard_panel("Why is")
+
+    def carol():
+        r = api(port, "query", query=dashboard_query(why, user="carol"))["data"]["result"]
+        got = {(x["metric"]["account"], x["metric"].get("user", ""), x["metric"]["depth"]): float(x["value"][1])
+               for x in r}
+        return got if len(got) == 3 else None
+
+    # carol is in astro, astro under physics, physics under root (root has no LevelFS)
+    assert wait_for("carol's levels", carol, proc, log) == {
+        ("astro", "carol", "3"): lfs[("astro", "carol")], ("astro", "", "2"): lfs[("astro", "")],
+        ("physics", "", "1"): lfs[("physics", "")]}
+    # alice is in two accounts: both branches, each level once
+    r = api(port, "query", query=dashboard_query(why, user="alice"))["data"]["result"]
+    assert sorted((x["metric"]["account"], x["metric"].get("user", "")) for x in r) == [
+        ("chemistry", ""), ("chemistry", "alice"), ("physics", ""), ("physics", "alice")]
+
+
+# -- per-job priority ------------------------------------------------------------------------------------
+
+
+def priority_cycle(tmp_path, monkeypatch, **push):
+    """A dry-run push.mode priority cycle of test_explain_compare's snapshot, at its time."""
+    import fairshared.daemon.runner as runner_mod
+    from fairshared.commands import priority_cmds as pc
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.runner import Runner
+    from test_explain_compare import NOW, snapshot_doc
+
+    class Details:
+        name = "snapshot"
+
+        def priority_inputs(self):
+            return pc.inputs_from_dict(snapshot_doc(), "snapshot")
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snapshot_doc()))
+    monkeypatch.setattr(runner_mod.time, "time", lambda: float(NOW))
+    r = Runner(config_from_dict({"push": {"mode": "priority", "dry_run": True, **push}}), Details(), None, None)
+    return r.cycle(), str(path)
+
+
+def test_job_priority_equals_fairshared_sprio(tmp_path, monkeypatch, capsys):
+    from fairshared.cli import main
+
+    res, snap = priority_cycle(tmp_path, monkeypatch)
+    assert res.outcome == "success" and res.priorities
+    m = Metrics(version="1", registry=CollectorRegistry())
+    m.publish(res)
+    s = samples(m)
+    capsys.readouterr()  # the cycle's log lines (structlog's default: stdout)
+    assert main(["sprio", "--snapshot", snap, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["jobs"]
+    assert [r["job_id"] for r in rows] == [101, 102, 103, 104]  # 105 is held: neither lists it
+    assert by_job(s["fairshared_job_priority"]) == {str(r["job_id"]): float(r["priority"]) for r in rows}
+    assert by_job(s["fairshared_job_priority"]) == {"101": 10300.0, "102": 10500.0, "103": 6305.0, "104": 5000.0}
+    factors: dict[tuple[str, str], float] = {}
+    for k, v in s["fairshared_job_priority_factor"].items():
+        d = dict(k)
+        assert (d["user"], d["account"]) != ("", "")
+        factors[(d["job_id"], d["factor"])] = v
+    for r in rows:
+        j = str(r["job_id"])
+        for ours, theirs in (("age", "age"), ("assoc", "assoc"), ("fairshare", "fairshare"),
+                             ("jobsize", "jobsize"), ("partition", "partition_factor"), ("qos", "qos"),
+                             ("site", "site"), ("nice", "nice")):
+            assert round(factors[(j, ours)]) == r[theirs], (j, ours)
+        assert factors[(j, "tres")] == 0
+        # the terms add up to the total, as in Slurm's formula
+        terms = sum(factors[(j, f)] for f in ("age", "assoc", "fairshare", "jobsize", "partition", "qos",
+                                              "tres", "site"))
+        assert int(terms - factors[(j, "nice")]) == by_job(s["fairshared_job_priority"])[j]
+    labels = {dict(k)["job_id"]: dict(k) for k in s["fairshared_job_priority"]}
+    assert labels["103"] == {"job_id": "103", "user": "u4", "account": "B", "partition": "debug"}
+
+
+def test_job_priority_obeys_the_per_job_cap_and_needs_job_details(tmp_path, monkeypatch):
+    res, _ = priority_cycle(tmp_path, monkeypatch)
+    capped = Metrics(version="1", per_job=2, registry=CollectorRegistry())
+    capped.publish(res)
+    s = samples(capped)
+    assert sorted(by_job(s["fairshared_job_priority"])) == ["101", "102"]
+    assert sorted({dict(k)["job_id"] for k in s["fairshared_job_priority_factor"]}) == ["101", "102"]
+    assert len(s["fairshared_job_priority_factor"]) == 2 * 9
+    assert value(s, "fairshared_dropped_job_series") == 2
+    off = Metrics(version="1", per_job=False, registry=CollectorRegistry())
+    off.publish(res)
+    assert not any(n.startswith("fairshared_job_") for n in samples(off))
+    # a mode that does not read the job details (site_factor, the demo source): no priority series at all
+    plain = Metrics(version="1", registry=CollectorRegistry())
+    plain.publish(cycle(1))
+    assert "fairshared_job_priority" not in samples(plain) and "fairshared_job_pushed_value" in samples(plain)
+
+
+def test_readme_metrics_table_names_every_series_we_export():
+    text = (REPO / "README.md").read_text()
+    section = text.split("### Metrics", 1)[1].split("\n### ", 1)[0]
+    documented = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            documented |= {f"fairshared_{n}" for n in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
+    exported = set(re.findall(r"^# TYPE (fairshared_\w+) ", _full_render(), re.M))
+    assert documented == exported, (documented - exported, exported - documented)

@@ -265,3 +265,50 @@ def test_priority_mode_needs_a_source_that_reads_job_details(tmp_path):
     q = Queue(jobs())
     res = runner(q, tmp_path, mode="priority").cycle()
     assert res.outcome == "pull_failed" and "push.mode 'priority'" in res.error and q.applied == []
+
+
+def test_fair_share_counted_twice_warns_once_per_change(tmp_path, monkeypatch):
+    """site_factor mode with Slurm's PriorityWeightFairshare not 0: one warning when it starts, a note
+    when it stops, nothing while it stays; the metric follows every cycle that read the settings."""
+    from fairshared.sinks.metrics import Metrics
+    import fairshared.daemon.runner as runner_mod
+
+    events: list[tuple[str, str]] = []
+
+    class Log:
+        def __getattr__(self, level):
+            return lambda event, **kw: events.append((level, event))
+
+    q = Queue(jobs())
+    m = Metrics(version="1")
+    r = Runner(config_from_dict({"push": {"weight": 1000}}), q, q, m, tmp_path)
+    monkeypatch.setattr(r, "log", Log())
+
+    def twice() -> list[tuple[str, str]]:
+        return [e for e in events if "twice" in e[1]]
+
+    def gauge() -> float | None:
+        for line in m.render().decode().splitlines():
+            if line.startswith("fairshared_fairshare_counted_twice "):
+                return float(line.split()[1])
+        return None
+
+    assert gauge() is None  # unknown before the first read
+    for w, expect in ((0, 0), (0, 0), (5000, 1), (5000, 1), (7000, 1), (0, 0), (5000, 1)):
+        monkeypatch.setitem(CFG, "weight_fairshare", w)
+        res = r.cycle()
+        assert res.fairshare_counted_twice is bool(expect) and gauge() == expect
+    assert twice() == [("warning", "fair share counted twice: push.mode site_factor adds fairshared's while "
+                                   "Slurm's PriorityWeightFairshare adds its own; set PriorityWeightFairshare=0 "
+                                   "in slurm.conf"),
+                       ("info", "fair share no longer counted twice"),
+                       ("warning", twice()[0][1])]
+    # a failed pull knows nothing new: the gauge keeps the last value and nothing is logged
+    q.fail = SourceError("sshare timed out")
+    assert r.cycle().fairshare_counted_twice is None and gauge() == 1 and len(twice()) == 3
+    q.fail = None
+    # another push mode: Slurm's weight is the only fair-share term; a note, and the gauge drops
+    r.reconfigure(config_from_dict({"push": {"weight": 1000, "mode": "nice"}}))
+    assert r.cycle().fairshare_counted_twice is False and gauge() == 0
+    assert twice()[-1] == ("info", "fair share no longer counted twice") and len(twice()) == 4
+    assert runner_mod.counts_fairshare_twice(config_from_dict({}), Snapshot([], config={"weight_fairshare": 1}))

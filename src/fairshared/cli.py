@@ -229,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the daemon: every calc period pull, compute, push, and serve Prometheus metrics",
         description="Run the fair-share daemon. Every period it reads a complete snapshot of the cluster, "
         "computes fair-share factors, pushes changed values to pending jobs and publishes metrics on "
-        "/metrics. SIGUSR1 runs a cycle now, SIGHUP reloads the config, SIGTERM stops.",
+        "/metrics. SIGUSR1 runs a cycle now, SIGHUP reloads the config, SIGTERM stops. Logs: JSON lines "
+        "under systemd or when not on a terminal, short key=value lines on one (logging.format).",
     )
     r.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults; "
                    "anything not set is read from the cluster's own configuration)")

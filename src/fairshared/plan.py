@@ -200,7 +200,8 @@ PRIORITY_MAX_PUSH = 0xFFFFFFFD  # 2^32 − 3: 0xFFFFFFFE is NO_VAL, 0xFFFFFFFF (
 
 
 def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: PushState,
-                  override_fixed: bool = False) -> tuple[list[PushAction], PushState, list]:
+                  override_fixed: bool = False, priorities: list | None = None
+                  ) -> tuple[list[PushAction], PushState, list]:
     """Priority mode: every pending job's full multifactor priority with our F (priority.py).
 
     ``jobs`` are :class:`fairshared.model.Job` with their factors' inputs; ``params`` carries the
@@ -209,6 +210,8 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
     priority is fixed by someone else is left alone unless ``override_fixed``.
     Setting a priority makes slurmctld reset the job's nice to 0; the owner's
     nice is kept in the push state (``base``) and still subtracted.
+    ``priorities``, when given, receives each planned job's :class:`~fairshared.priority.Factors`
+    (one per partition): the factors behind the priority planned, whether it changed or not.
     """
     actions: list[PushAction] = []
     new_state = PushState("priority")
@@ -221,6 +224,8 @@ def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: Pus
         ours = prev is not None and prev.ours(job.priority)
         nice = prev.base if ours and job.nice == 0 else job.nice
         rows = job_priority(replace(job, direct_set_prio=False, nice=nice), f, cluster, params, now)
+        if priorities is not None:
+            priorities.extend(rows)
         new = max(1, min(PRIORITY_MAX_PUSH, int(rows[0].priority)))
         new_state.jobs[job.job_id] = JobState(new, nice, prev.alt if ours else None)
         if new != job.priority:

@@ -55,6 +55,9 @@ class Planned:
     actions: list[PushAction]
     state: PushState  # the push state once every action has landed
     unknown: list  # pending jobs whose association is not in the tree (skipped)
+    priorities: list = field(default_factory=list)
+    """Each planned job's multifactor priority (priority.Factors, one per partition); modes that do
+    not read the job details (``job_details`` False) leave it empty."""
 
 
 class PushMode(Protocol):
@@ -122,10 +125,11 @@ class PriorityMode(_BothStayOurs):
 
         params = PriorityParams.from_config(inputs.config).with_weights({"fairshare": inputs.weight})
         d = inputs.details
+        rows: list = []
         actions, new, unknown = plan_priority(d.jobs, inputs.result, cluster=d.cluster, params=params,
                                               now=inputs.now, state=state,
-                                              override_fixed=inputs.override_fixed)
-        return Planned(actions, new, unknown)
+                                              override_fixed=inputs.override_fixed, priorities=rows)
+        return Planned(actions, new, unknown, rows)
 
 
 class OffMode:

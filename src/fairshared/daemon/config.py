@@ -153,13 +153,14 @@ class HttpConfig(_Strict):
 
 class MetricsConfig(_Strict):
     per_job: bool | int = Field(True, ge=0)
-    """Per-job series (fairshared_job_*): true = one pair per pending job, false = none, N = at most
-    N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported."""
+    """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
+    N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported.
+    The priority series (fairshared_job_priority*) exist only with push.mode = "priority"."""
 
 
 class LoggingConfig(_Strict):
     format: Literal["auto", "json", "console"] = "auto"
-    """auto: JSON lines under systemd or when not on a terminal, key=value on a terminal."""
+    """auto: JSON lines under systemd or when not on a terminal, short key=value lines on a terminal."""
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 

@@ -26,6 +26,12 @@ class CycleResult:
       ``jobs_gone`` the ones whose job ended meanwhile (not an error); ``applied`` lists
       the accepted ones.
     * ``seconds``: wall time per stage (keys from :data:`STAGES`).
+    * ``priorities``: the multifactor priority of each pending job the cycle planned for
+      (:class:`fairshared.priority.Factors`, one per partition), with fairshared's fair-share
+      factor; only cycles that read the job details have them (push.mode ``priority``).
+    * ``fairshare_counted_twice``: push mode ``site_factor`` while Slurm's own
+      PriorityWeightFairshare is not 0 (Slurm adds its fair-share term beside ours); None
+      when the pull failed (the cluster's settings are unknown).
     """
 
     number: int
@@ -44,6 +50,8 @@ class CycleResult:
     jobs_gone: int = 0
     applied: list[PushAction] = field(default_factory=list)  # the actions Slurm accepted
     seconds: dict[str, float] = field(default_factory=dict)
+    fairshare_counted_twice: bool | None = None
+    priorities: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

@@ -1,4 +1,10 @@
-"""structlog set-up: JSON lines for journald, readable key=value on a terminal; stdlib logging too."""
+"""structlog set-up: JSON lines for journald, short key=value lines on a terminal; stdlib logging too.
+
+Console lines are ``<local time> <level> <event> key=value ...``, flat (a cycle's stage seconds are
+``pull_s=`` ... fields, not a dict) and short: :data:`CONSOLE_QUIET` leaves out of a console line
+the keys that hold their usual value or are logged on a line of their own, and stage seconds are
+shown to the millisecond.  JSON lines keep every key, with an ISO UTC timestamp to the µs.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,14 @@ import sys
 
 import structlog
 
+ALWAYS = object()
+# event -> keys its console line leaves out: ALWAYS, or while they hold the value given
+CONSOLE_QUIET: dict[str, dict[str, object]] = {
+    # the settings are on the "cycle settings" line, logged whenever they change (runner.Runner._log)
+    "cycle": {"algorithm": ALWAYS, "source": ALWAYS, "push_mode": ALWAYS, "dry_run": ALWAYS,
+              "reason": "timer", "push_errors": 0, "jobs_gone": 0},
+}
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -15,17 +29,34 @@ def under_systemd() -> bool:
     return bool(os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"))
 
 
+def console_short(logger, method_name: str, event_dict: dict) -> dict:
+    """Console only: drop the keys CONSOLE_QUIET names; seconds (``*_s``) to the millisecond."""
+    quiet = CONSOLE_QUIET.get(event_dict.get("event"), {})
+    for key, usual in quiet.items():
+        if key in event_dict and (usual is ALWAYS or event_dict[key] == usual):
+            del event_dict[key]
+    for key, v in event_dict.items():
+        if key.endswith("_s") and isinstance(v, float):
+            event_dict[key] = f"{v:.3f}"
+    return event_dict
+
+
 def configure(fmt: str = "auto", level: str = "info", stream=None) -> None:
     """``fmt``: auto (JSON under systemd or when stderr is not a terminal), json, console."""
     stream = stream or sys.stderr
     if fmt == "auto":
         fmt = "json" if under_systemd() or not stream.isatty() else "console"
-    renderer = (structlog.processors.JSONRenderer(sort_keys=False) if fmt == "json"
-                else structlog.dev.ConsoleRenderer(colors=False))
-    shared = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    if fmt == "json":
+        renderer = structlog.processors.JSONRenderer(sort_keys=False)
+        stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    else:
+        plain = structlog.dev.ConsoleRenderer(colors=False, sort_keys=False, pad_event_to=0, pad_level=False)
+
+        def renderer(logger, method_name, event_dict):
+            return plain(logger, method_name, console_short(logger, method_name, event_dict))
+
+        stamp = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
+    shared = [structlog.processors.add_log_level, stamp]
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),

@@ -70,6 +70,11 @@ def weight_for(config: Config, snap: Snapshot) -> int:
     return int(snap.config.get("weight_fairshare") or 0) or DEFAULT_WEIGHT
 
 
+def counts_fairshare_twice(config: Config, snap: Snapshot) -> bool:
+    """push.mode site_factor adds round(W·F) while Slurm's PriorityWeightFairshare adds its own fair share."""
+    return config.push.mode == "site_factor" and bool(int(snap.config.get("weight_fairshare") or 0))
+
+
 def period_for(config: Config, snap_config: dict | None) -> float:
     if config.schedule.period:
         return float(config.schedule.period)
@@ -100,6 +105,9 @@ class Runner:
         self.state = self._load_state()
         self.done = threading.Condition()
         self._sacct = None  # usage.origin = accounting: the incremental sacct reader, kept across cycles
+        # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
+        self._logged_settings: tuple | None = None
+        self._twice = False
 
     # -- push state on disk ----------------------------------------------------------------------
 
@@ -191,6 +199,8 @@ class Runner:
             return self._fail(res, "pull_failed", str(exc) or repr(exc), t0, "pull")
         res.snapshot = snap
         self.cluster_config = snap.config
+        res.fairshare_counted_twice = counts_fairshare_twice(cfg, snap)
+        self._warn_twice(res.fairshare_counted_twice, snap)
         res.seconds["pull"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -200,6 +210,7 @@ class Runner:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
         res.actions = planned.actions
+        res.priorities = planned.priorities
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -275,14 +286,34 @@ class Runner:
         res.seconds[stage] = time.monotonic() - t0
         return res
 
+    def _warn_twice(self, twice: bool, snap: Snapshot) -> None:
+        """A warning when fair share starts to count twice, a note when it stops: once per change."""
+        if twice == self._twice:
+            return
+        self._twice = twice
+        weight = snap.config.get("weight_fairshare")
+        if twice:
+            self.log.warning("fair share counted twice: push.mode site_factor adds fairshared's while Slurm's "
+                             "PriorityWeightFairshare adds its own; set PriorityWeightFairshare=0 in slurm.conf",
+                             weight_fairshare=weight)
+        else:
+            self.log.info("fair share no longer counted twice", push_mode=self.config.push.mode,
+                          weight_fairshare=weight)
+
     def _log(self, res: CycleResult, reason: str) -> None:
+        # the settings rarely change: a line of their own when they do (the console's cycle line omits them)
+        algorithm = res.algorithm or (self._logged_settings or ("",))[0]  # "" = not known (pull failed)
+        settings = (algorithm, res.source, res.push_mode, res.dry_run)
+        if settings != self._logged_settings:
+            self._logged_settings = settings
+            self.log.info("cycle settings", **dict(zip(("algorithm", "source", "push_mode", "dry_run"), settings)))
         fields = dict(
             cycle=res.number, reason=reason, outcome=res.outcome, algorithm=res.algorithm,
             source=res.source, push_mode=res.push_mode, dry_run=res.dry_run,
             associations=len(res.snapshot.associations) if res.snapshot else None,
             pending_jobs=len(res.snapshot.jobs) if res.snapshot else None,
             planned=len(res.actions), pushed=res.pushed, push_errors=res.push_errors, jobs_gone=res.jobs_gone,
-            seconds={k: round(v, 4) for k, v in res.seconds.items()},
+            **{f"{stage}_s": round(v, 4) for stage, v in res.seconds.items()},  # flat: pull_s=0.012 ...
         )
         if res.ok:
             self.log.info("cycle", **fields)
@@ -371,7 +402,9 @@ class Runner:
     def status(self) -> dict:
         r = self.last
         return {
-            "cycle": self.number,
+            # the last finished cycle's number: self.number already counts one still running, whose
+            # figures are not in self.last yet (a status read mid-cycle mixed the two)
+            "cycle": r.number if r else 0,
             "outcome": r.outcome if r else None,
             "error": r.error if r else None,
             "algorithm": r.algorithm if r else None,

@@ -45,6 +45,14 @@ therefore carry, for every job still *pending* in the latest snapshot, the last
 action planned for it (``fairshared_job_pushed_value`` = the value written, or in
 dry run the value that would be written).  A job that started, ended or vanished
 disappears at the next cycle with a result; a change of push mode forgets them all.
+``fairshared_job_priority`` / ``_factor`` are the cycle's own: the multifactor priority push mode
+``priority`` computed for every pending job it planned for (``CycleResult.priorities``); cycles
+of other modes have no job details and export none.  ``metrics.per_job`` caps the jobs, whichever
+of these series they carry.
+
+``fairshared_association_info`` carries the tree (parent account, depth) with the value series'
+own (account, user, partition) labels, so a join adds it to any of them.
+``fairshared_fairshare_counted_twice`` follows every cycle that read the cluster's settings.
 """
 
 from __future__ import annotations
@@ -72,6 +80,7 @@ NS = "fairshared"
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
 ASSOC_LABELS = ("account", "user", "partition")
+TREE_LABELS = (*ASSOC_LABELS, "parent", "depth")
 JOB_LABELS = ("job_id", "user", "account", "partition")
 
 # name -> HELP of the per-association gauges, in output order
@@ -133,18 +142,39 @@ class _View:
     snapshot_pending_jobs: int | None = None
     # per-association samples: metric suffix -> ((label values), value)
     assoc: tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...] = ()
+    # the tree: (account, user, partition, parent, depth) of every association
+    tree: tuple[tuple[str, ...], ...] = ()
     # per-job: the last action planned for each still-pending job, by job id
     jobs: tuple[PushAction, ...] = ()
+    # per-job priority: (job_id, JOB_LABELS values, total, ((factor, points), ...)) per job and partition
+    priorities: tuple[tuple[int, tuple[str, ...], float, tuple[tuple[str, float], ...]], ...] = ()
     jobs_dropped: int = 0  # pending jobs left without per-job series by the per_job cap
     # pending jobs per (account, user) of the snapshot behind the series
     pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
     push_mode: str | None = None
+    counted_twice: int | None = None  # from the last cycle that read the cluster's settings
+
+
+def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
+    """(account, user, partition, parent, depth) of every association, in tree order.
+
+    The first three are labelled as in the per-association series (so the two join); parent is the
+    direct parent account's name (an account's own for a user association), "" for root; depth
+    counts from root = 0.
+    """
+    depth = tree.depth
+    return tuple((*lv, tree.parent_name(i) or "", str(int(depth[i]))) for i, lv in enumerate(assoc_labels(tree)))
+
+
+def assoc_labels(tree) -> list[tuple[str, str, str]]:
+    """(account, user, partition) of every association as the series label them ("" for None)."""
+    return [(tree.account[i], tree.user[i] or "", tree.partition[i] or "") for i in range(tree.n)]
 
 
 def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
     """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only."""
     t = result.tree
-    labels = [(t.account[i], t.user[i] or "", t.partition[i] or "") for i in range(t.n)]
+    labels = assoc_labels(t)
     users = np.flatnonzero(np.asarray(t.is_user, dtype=bool))
     rated = [i for i in users if not math.isnan(float(result.fairshare[i]))]
     ranks = result.user_ranks()
@@ -161,6 +191,27 @@ def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...],
     out.append(("fairshare", tuple((labels[i], float(result.fairshare[i])) for i in rated)))
     out.append(("rank", tuple((labels[i], float(ranks[i])) for i in rated)))
     return tuple(out)
+
+
+PRIORITY_FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice")
+
+
+def priority_samples(priorities, pending: set[int]):
+    """Per job and partition: (job_id, labels, total, ((factor, points), ...)) of still-pending jobs.
+
+    Points are the weighted factors as slurmctld sums them (sprio -l prints them rounded); ``tres``
+    is the sum over the weighted TRES, ``site`` the SiteFactor, ``nice`` the nice (subtracted).
+    """
+    out = []
+    for f in priorities:
+        j = f.job
+        if j.job_id not in pending:
+            continue
+        points = {**f.weighted, "tres": float(sum(f.tres_weighted.values())), "site": float(f.site),
+                  "nice": float(f.nice)}
+        out.append((j.job_id, (str(j.job_id), j.user, j.account, f.partition), float(f.priority),
+                    tuple((k, float(points[k])) for k in PRIORITY_FACTORS)))
+    return tuple(sorted(out, key=lambda p: (p[0], p[1][3])))
 
 
 class Metrics:
@@ -230,22 +281,31 @@ class Metrics:
                 jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
                 job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
+            if cycle.fairshare_counted_twice is not None:
+                changes["counted_twice"] = int(cycle.fairshare_counted_twice)
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
-                jobs = self._jobs(old, cycle, pending) if self.per_job is not False else ()
+                on = self.per_job is not False
+                jobs = self._jobs(old, cycle, pending) if on else ()
+                prios = priority_samples(cycle.priorities, {j.job_id for j in pending}) if on else ()
                 cap = None if self.per_job is True or self.per_job is False else int(self.per_job)
-                dropped = max(0, len(jobs) - cap) if cap is not None else 0
+                # the cap counts jobs, whichever per-job series they have: the lowest ids keep theirs
+                ids = sorted({a.job_id for a in jobs} | {p[0] for p in prios})
+                keep = set(ids[:cap] if cap is not None else ids)
+                dropped = len(ids) - len(keep)
                 by_user: dict[tuple[str, str], int] = {}
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
                     assoc=association_samples(cycle.result),
+                    tree=tree_labels(cycle.result.tree),
                     planned_updates=len(cycle.actions),
                     snapshot_associations=cycle.result.tree.n,
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
-                    jobs=jobs[:cap] if cap is not None else jobs,
+                    jobs=tuple(a for a in jobs if a.job_id in keep),
+                    priorities=tuple(p for p in prios if p[0] in keep),
                     jobs_dropped=dropped,
                     pending_by_user=tuple(sorted(by_user.items())),
                 )
@@ -329,6 +389,11 @@ class Metrics:
              "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
         ):
             yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
+        if v.counted_twice is not None:
+            yield _gauge("fairshare_counted_twice", "1 while push.mode is site_factor and Slurm's "
+                         "PriorityWeightFairshare is not 0: Slurm adds its own fair-share term beside "
+                         "fairshared's SiteFactor; else 0 (absent until the cluster's settings were read).",
+                         [({}, v.counted_twice)])
         if v.planned_updates is not None:
             yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                          "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
@@ -337,6 +402,13 @@ class Metrics:
                          [({}, v.snapshot_associations)])
             yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
                          [({}, v.snapshot_pending_jobs)])
+        if v.tree:
+            g = GaugeMetricFamily(f"{NS}_association_info", "Constant 1 per association: its place in the tree "
+                                  "(parent = the parent account, \"\" for root; depth: root = 0).",
+                                  labels=TREE_LABELS)
+            for lv in v.tree:
+                g.add_metric(lv, 1)
+            yield g
         for name, rows in v.assoc:
             g = GaugeMetricFamily(f"{NS}_association_{name}", ASSOC_HELP[name], labels=ASSOC_LABELS)
             for lv, x in rows:
@@ -358,6 +430,24 @@ class Metrics:
                 pushed.add_metric([*lv, a.field], a.new)
             yield contrib
             yield pushed
+        if v.priorities:
+            total = GaugeMetricFamily(
+                f"{NS}_job_priority",
+                "Total multifactor priority of the pending job in the partition, with fairshared's fair-share "
+                "factor: Slurm's formula age + assoc + fairshare + jobsize + partition + qos + tres + site - "
+                "nice, at least 1, truncated (what slurmctld holds and sprio prints as PRIORITY). Only with "
+                "push.mode priority, which reads each job's details.", labels=JOB_LABELS)
+            factor = GaugeMetricFamily(
+                f"{NS}_job_priority_factor",
+                "Weighted term of the pending job's priority (fairshared_job_priority): age, assoc, fairshare, "
+                "jobsize, partition, qos, tres (all TRES together), site (SiteFactor); nice is subtracted.",
+                labels=[*JOB_LABELS, "factor"])
+            for _, lv, x, points in v.priorities:
+                total.add_metric(list(lv), x)
+                for name, y in points:
+                    factor.add_metric([*lv, name], y)
+            yield total
+            yield factor
         # pending-job counts per owner: after the per-job series
         if v.snapshot_pending_jobs is not None:
             yield _gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
