@@ -67,15 +67,15 @@ ACTIONS = [
 
 def job_priorities(fairshare: dict[str, float]) -> list:
     """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
-    from fairshared.priority import ClusterInfo, JobInfo, PartitionInfo, PriorityParams, job_priority
+    from fairshared.priority import ClusterInfo, PartitionInfo, PriorityParams, job_priority
 
     cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
                           qos_priority={"normal": 10})
     params = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_partition=500, weight_qos=100)
     now = 1_700_000_000
     out = []
-    for j in (JobInfo(101, "u1", "a", ("debug",), accrue_time=now - 3600, qos="normal"),
-              JobInfo(102, "u4", "b", ("gpu",), accrue_time=now - 7200, nice=10, site_factor=250)):
+    for j in (Job(101, "u1", "a", "debug", accrue_time=now - 3600, qos="normal"),
+              Job(102, "u4", "b", "gpu", accrue_time=now - 7200, nice=10, site_factor=250)):
         out += job_priority(j, fairshare[j.user], cluster, params, now)
     return out
 
