@@ -1,7 +1,10 @@
 """Parsers for the text Slurm's command-line tools print.  Pure functions, no I/O.
 
 Each parser takes the command's standard output and returns plain data; the
-command lines themselves live in :mod:`fairshared.sources.slurm_cli`.  Nothing
+command lines themselves live in :mod:`fairshared.sources.slurm_cli` (tree, usage,
+jobs for the push) and :mod:`fairshared.sources.jobinfo_cli` (what job priority
+needs).  Every Slurm text format fairshared reads is parsed here, except sshare's,
+which :mod:`fairshared.inputs.sshare_dump` parses (a dump is also an input file).  Nothing
 here relies on row order, on the classic FairShare column of account rows, or on
 the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 26.05.
@@ -9,12 +12,14 @@ the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 from dataclasses import dataclass
 
+from ..inputs.sshare_dump import parse_sshare
 from ..model import PARENT, InputError, Job, check_shares, check_usage
-from ..priority import INFINITE, NICE_OFFSET
+from ..priority import INFINITE, NICE_OFFSET, PartitionInfo, parse_weight_tres
 
 # --- scontrol show config ---------------------------------------------------------------------
 
@@ -428,3 +433,141 @@ def parse_last_decay_ran(data: bytes) -> int | None:
     """When slurmctld last recalculated every job's priority (0, unset: None)."""
     state = parse_decay_state(data)
     return (state[0] or None) if state else None
+
+
+# --- scontrol show config: what slurm_text.priority_config() does not keep --------------------
+
+
+def priority_config_extra(raw: dict[str, str]) -> dict:
+    """Extra snapshot-config keys for the job priority, from ``scontrol show config``.
+
+    * ``weight_tres_exact``: PriorityWeightTRES with unit suffixes applied (Mem=2G);
+    * ``tres_order``: AccountingStorageTRES (the order sprio lists TRES in);
+    * ``state_save_location``, ``slurm_conf``: where slurmctld keeps its state / its config;
+    * ``no_normal_ambiguous``: the printed flags say NO_NORMAL_ALL on a release that prints it
+      for any NO_NORMAL_* flag (before 25.11: :func:`no_normal_flags`).
+    """
+    flags = raw.get("PriorityFlags", "")
+    tres_order = [t.strip().lower() for t in raw.get("AccountingStorageTRES", "").split(",") if t.strip()]
+    return {
+        "weight_tres_exact": parse_weight_tres(raw.get("PriorityWeightTRES")),
+        "tres_order": tres_order or None,
+        "state_save_location": raw.get("StateSaveLocation"),
+        "slurm_conf": raw.get("SLURM_CONF"),
+        "no_normal_ambiguous": "NO_NORMAL_ALL" in flags.upper() and release_of(
+            {"slurm_version": raw.get("SLURM_VERSION")}) < (25, 11),
+    }
+
+
+def parse_slurm_conf_flags(text: str) -> str | None:
+    """The last ``PriorityFlags=`` value in slurm.conf text (comments stripped), or None."""
+    value = None
+    for line in text.split("\n"):
+        line = line.split("#", 1)[0]
+        for m in re.finditer(r"(?i)\bPriorityFlags\s*=\s*(\S*)", line):
+            value = m.group(1)
+    return value
+
+
+# --- scontrol -o show partition / node ---------------------------------------------------------
+
+
+def _kv(line: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in re.finditer(r"(?:^|\s)([A-Za-z][\w:/]*)=(\S*)", line):
+        out.setdefault(m.group(1), m.group(2))
+    return out
+
+
+def _minutes(text: str) -> int | None:
+    """MaxTime/TimeLimit text → minutes; None for UNLIMITED/INFINITE."""
+    t = text.strip().upper()
+    if t in ("UNLIMITED", "INFINITE", ""):
+        return None
+    return time_str_seconds(text, default_unit="minutes") // 60
+
+
+def parse_partitions(text: str, where: str = "scontrol show partition") -> dict[str, PartitionInfo]:
+    """``scontrol -a -o show partition``: one PartitionInfo per line."""
+    out: dict[str, PartitionInfo] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        kv = _kv(line)
+        name = kv.get("PartitionName")
+        if not name:
+            raise InputError("has no PartitionName=", f"{where}: line {lineno}")
+        try:
+            pjf = int(kv.get("PriorityJobFactor", "1"))
+            tier = int(kv.get("PriorityTier", "1"))
+        except ValueError:
+            raise InputError("has a non-numeric PriorityJobFactor/PriorityTier", f"{where}: line {lineno}") from None
+        out[name] = PartitionInfo(name=name, priority_job_factor=pjf, priority_tier=tier,
+                                  max_time=_minutes(kv.get("MaxTime", "UNLIMITED")),
+                                  tres=parse_tres(kv.get("TRES")))
+    return out
+
+
+def parse_nodes(text: str, where: str = "scontrol show node") -> tuple[int, int]:
+    """``scontrol -a -o show node`` → (node count, Σ effective CPUs) = node_record_count, cluster_cpus."""
+    nodes = cpus = 0
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or not line.startswith("NodeName="):
+            continue
+        kv = _kv(line)
+        value = kv.get("CPUEfctv", kv.get("CPUTot"))
+        try:
+            cpus += int(value)
+        except (TypeError, ValueError):
+            raise InputError("has no CPUEfctv= or CPUTot=", f"{where}: line {lineno}") from None
+        nodes += 1
+    return nodes, cpus
+
+
+def parse_qos(text: str, where: str = "sacctmgr show qos") -> dict[str, int]:
+    """``sacctmgr -nP show qos format=name,priority`` → {name: priority} (empty priority = 0)."""
+    out: dict[str, int] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < 2:
+            raise InputError(f"expected name|priority, got {line!r}", f"{where}: line {lineno}")
+        try:
+            out[parts[0]] = int(parts[1]) if parts[1].strip() else 0
+        except ValueError:
+            raise InputError(f"priority {parts[1]!r} is not an integer", f"{where}: line {lineno}") from None
+    return out
+
+
+def parse_assoc_priorities(text: str) -> dict[tuple[str, str | None, str | None], int]:
+    """``scontrol show assoc_mgr flags=assoc`` → {(account, user, partition): Priority}.
+
+    slurmctld prints each association's effective Priority (inherited from its
+    parents by slurmdbd; unset = 0, as ``_set_assoc_norm_priority`` makes it).
+    """
+    out: dict[tuple[str, str | None, str | None], int] = {}
+    for line in text.split("\n"):
+        if not line.startswith("ClusterName="):
+            continue
+        kv = _kv(line)
+        acct = kv.get("Account")
+        if not acct:
+            continue
+        user = re.sub(r"\(\d+\)$", "", kv.get("UserName", "")) or None
+        try:
+            prio = int(kv.get("Priority", "0") or 0)
+        except ValueError:
+            prio = 0
+        out[(acct, user, kv.get("Partition") or None)] = 0 if prio == INFINITE else prio
+    return out
+
+
+def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
+    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user, partition)."""
+    if not text.strip():
+        return {}
+    return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
+
+
+# --- reading it all ---------------------------------------------------------------------------------
