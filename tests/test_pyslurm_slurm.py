@@ -16,14 +16,16 @@ import pytest
 
 import slurm_cluster as sc
 from daemon_proc import Daemon, fairshared_argv, write_config
+from fairshared.model import PARENT
 from fairshared.sinks.base import PushAction
 from fairshared.sources.base import SourceError
 from fairshared.sources.slurm_cli import SlurmCli
+from fairshared.sources.slurm_text import priority_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pyslurm]
 
-USERS = ("fsps1", "fsps2")
-ACCOUNT, ACCOUNT2 = "fspsa", "fspsb"
+USERS = ("fsps1", "fsps2", "fsps3")
+ACCOUNT, ACCOUNT2, NESTED = "fspsa", "fspsb", "fspsb1"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,9 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def tree(cluster):
-    """Two accounts, two users, one user in both; usage from a finished job; pending jobs."""
+    """Two accounts and one nested under the second with FairShare=parent; a user in two accounts,
+    a 0-share user and a per-partition association; usage from a finished job; pending jobs, a
+    held one and an array among them (what the contract tests once checked against a double)."""
     sc.wait_quiet(300)
     for u in USERS:
         sc.add_unix_user(u)
@@ -54,16 +58,23 @@ def tree(cluster):
     sc.sacctmgr("add", "user", f"name={USERS[0]}", f"account={ACCOUNT}", "fairshare=5", f"cluster={sc.CLUSTER_NAME}")
     sc.sacctmgr("add", "user", f"name={USERS[1]}", f"account={ACCOUNT},{ACCOUNT2}", "fairshare=2",
                 f"cluster={sc.CLUSTER_NAME}")
+    sc.sacctmgr("add", "account", f"name={NESTED}", f"parent={ACCOUNT2}", "fairshare=parent",
+                f"cluster={sc.CLUSTER_NAME}")
+    sc.sacctmgr("add", "user", f"name={USERS[2]}", f"account={NESTED}", "fairshare=0", f"cluster={sc.CLUSTER_NAME}")
+    sc.sacctmgr("add", "user", f"name={USERS[2]}", f"account={NESTED}", "partition=high", "fairshare=parent",
+                f"cluster={sc.CLUSTER_NAME}")
     sc.wait_jobs([sc.submit(USERS[0], ACCOUNT, 512, 3)], timeout=120)
     sc.restart_ctld()  # one decay iteration now: usage and factors are fresh
     # the node is held by a long job of root, so the jobs below pend (for Resources: sprio lists them)
     filler = sc.submit("root", "root", 4096, 600)
     sc.wait_running(filler)
     jobs = [sc.submit(u, a, 1, 30) for u, a in ((USERS[0], ACCOUNT), (USERS[1], ACCOUNT), (USERS[1], ACCOUNT2))]
+    others = [sc.submit(USERS[2], NESTED, 1, 30, "high"), sc.submit(USERS[0], ACCOUNT, 1, 30, extra=["-H"]),
+              sc.submit(USERS[1], ACCOUNT2, 1, 30, extra=["--array=1-3"])]
     yield jobs
-    sc.run(["scancel", str(filler), *map(str, jobs)], check=False)
+    sc.run(["scancel", str(filler), *map(str, jobs + others)], check=False)
     sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
-    sc.sacctmgr("delete", "account", f"name={ACCOUNT},{ACCOUNT2}", check=False)
+    sc.sacctmgr("delete", "account", f"name={NESTED},{ACCOUNT},{ACCOUNT2}", check=False)
 
 
 def pyslurm_source():
@@ -82,17 +93,23 @@ def test_snapshot_equals_the_command_line_sources(tree):
         return {a.key: (a.parent_account, a.shares, a.usage, a.order) for a in snap.associations}
 
     assert rows(ours) == rows(cli)
-    assert (ACCOUNT2, USERS[1], None) in rows(ours)
-    assert rows(ours)[(ACCOUNT, USERS[0], None)][2] > 0  # the finished job's usage arrived
-    for key in ("priority_type", "priority_flags", "dampening", "half_life_seconds", "calc_period_seconds",
-                "weight_fairshare", "weight_age", "weight_partition", "weight_qos", "weight_jobsize"):
+    mine = rows(ours)
+    assert (ACCOUNT2, USERS[1], None) in mine
+    assert mine[(NESTED, None, None)][:2] == (ACCOUNT2, PARENT)  # nested, FairShare=parent
+    assert mine[(NESTED, USERS[2], None)][1] == 0 and mine[(NESTED, USERS[2], "high")][1] == PARENT
+    assert mine[(ACCOUNT, USERS[0], None)][2] > 0  # the finished job's usage arrived
+    for key in priority_config({}):  # every key, in the same units
         assert ours.config.get(key) == cli.config.get(key), key
 
     def jobs(snap):
-        return {j.job_id: (j.user, j.account, j.partition, j.nice) for j in snap.jobs}
+        return {j.job_id: (j.user, j.account, j.partition, j.qos, j.priority, j.nice, j.state, j.display_id)
+                for j in snap.jobs}
 
     assert set(tree) <= set(jobs(ours))
     assert jobs(ours) == jobs(cli)
+    assert any("_" in j[-1] for j in jobs(ours).values()), "the array's pending tasks are listed"
+    assert any(j[4] == 0 for j in jobs(ours).values()), "the held job is listed, priority 0"
+    assert all(j[6] == "PENDING" for j in jobs(ours).values())  # the running filler is not
 
 
 def test_pushes_show_up_in_sprio_and_squeue(tree):
