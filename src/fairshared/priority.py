@@ -58,7 +58,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import Job
+from .model import Job, Snapshot
 
 NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
 NO_VAL = 0xFFFFFFFE
@@ -633,3 +633,20 @@ def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[i
     for row in rows:
         lines.append(" ".join(_cell(c, w, r) for c, (_, w, r) in zip(sprio_cells(row, version), columns)))
     return "".join(line + "\n" for line in lines)
+
+
+@dataclass
+class PriorityInputs:
+    """Everything ``sprio``/``explain``/``compare`` need: the tree (a Snapshot), the cluster, the jobs.
+
+    ``last_calc`` is slurmctld's last priority recalculation (None if unknown);
+    ``slurm_fairshare`` sshare's FairShare per user association, when read.
+    """
+
+    snapshot: Snapshot
+    cluster: ClusterInfo
+    jobs: list[Job]
+    last_calc: int | None = None
+    slurm_fairshare: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    evaluated_at: float | None = None  # for snapshots: the time they were evaluated at
