@@ -4,69 +4,42 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import contextmanager
-from typing import Iterator, TextIO
+from dataclasses import replace
 
 from . import __version__
-from .engine import ALGORITHMS, Params, build_tree, compute
-from .inputs.snapshot import dump_snapshot, load_snapshot
-from .inputs.sshare_dump import parse_sshare
-from .model import InputError, Snapshot
-from .output import FORMATS, write
-from .sources.slurm_cli import SlurmCli, SourceError
 from .commands import positive_float as _positive_float
+from .commands.common import default_algorithm, load_inputs
+from .engine import ALGORITHMS, Params, build_tree, compute
+from .inputs.priority_snapshot import save_inputs
+from .model import InputError
+from .output import FORMATS, write
+from .priority import ClusterInfo, PriorityInputs
+from .sources.slurm_cli import SlurmCli, SourceError
 
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 1
 
 
-@contextmanager
-def _open_in(path: str) -> Iterator[tuple[TextIO, str]]:
-    if path == "-":
-        yield sys.stdin, "<stdin>"
-        return
-    try:
-        fh = open(path, encoding="utf-8", errors="strict")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path) from None
-    with fh:
-        yield fh, path
-
-
-def algorithm_from_config(config: dict) -> str | None:
-    """Slurm's choice: Fair Tree unless PriorityFlags has NO_FAIR_TREE (or DEPTH_OBLIVIOUS)."""
-    flags = config.get("priority_flags")
-    if flags is None:
-        return None
-    flags = {str(f).upper() for f in flags}
-    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
-
-
-def load_input(args: argparse.Namespace) -> Snapshot:
-    if args.source == "slurm":
-        return SlurmCli(timeout=args.timeout).snapshot(jobs=False)
-    if args.from_sshare:
-        with _open_in(args.from_sshare) as (fh, name):
-            try:
-                return parse_sshare(fh, name)
-            except UnicodeDecodeError as exc:
-                raise InputError(f"is not UTF-8 text ({exc.reason})", name) from None
-    with _open_in(args.snapshot) as (fh, name):
-        try:
-            return load_snapshot(fh, name)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"is not UTF-8 text ({exc.reason})", name) from None
+def load_input(args: argparse.Namespace) -> PriorityInputs:
+    """compute's input: the live tree alone (jobs only when they are to be saved), or what
+    sprio/explain/compare read from --demo, --snapshot or --from-sshare."""
+    if args.source == "slurm" and not args.save_snapshot:
+        snap = SlurmCli(timeout=args.timeout).snapshot(jobs=False)
+        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[], evaluated_at=snap.taken_at)
+    return load_inputs(args)
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
     if args.usage == "accounting" and args.source != "slurm":
         raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
-    snap = load_input(args)
+    pi = load_input(args)
+    snap = pi.snapshot
     if args.usage == "accounting":
         from .commands.usage import replace_with_accounting
 
         snap = replace_with_accounting(snap, args.timeout)
-    algorithm = args.algorithm or algorithm_from_config(snap.config) or "fair_tree"
+        pi = replace(pi, snapshot=snap)
+    algorithm = args.algorithm or default_algorithm(snap.config or {})
     dampening = args.dampening if args.dampening is not None else snap.config.get("dampening", 1)
     levels = args.priority_levels if args.priority_levels is not None else snap.config.get("priority_levels")
     if not isinstance(dampening, (int, float)) or dampening <= 0:
@@ -75,11 +48,7 @@ def cmd_compute(args: argparse.Namespace) -> int:
     result = compute(tree, algorithm, Params(dampening=float(dampening), priority_levels=levels,
                                              zero_shares_best=args.zero_shares_best))
     if args.save_snapshot:
-        try:
-            with open(args.save_snapshot, "w", encoding="utf-8") as fh:
-                dump_snapshot(snap, fh)
-        except OSError as exc:
-            raise InputError(f"cannot write snapshot: {exc.strerror}", args.save_snapshot) from None
+        save_inputs(pi, args.save_snapshot, pi.evaluated_at)
     write(result, args.format, sys.stdout)
     return 0
 
@@ -203,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-sshare", metavar="FILE",
                      help="output of `sshare -a -l -P` from Slurm >= 22.05 ('-' = standard input)")
-    src.add_argument("--snapshot", metavar="FILE", help="a fairshared snapshot (JSON) ('-' = standard input)")
+    src.add_argument("--snapshot", metavar="FILE",
+                     help="a fairshared snapshot (JSON, docs/snapshot-format.md) ('-' = standard input)")
+    src.add_argument("--demo", action="store_true",
+                     help="the built-in simulated cluster (the one `fairshared run --demo` runs)")
     src.add_argument("--source", choices=["slurm"],
                      help="read the live cluster through Slurm's command-line tools (scontrol, sshare, sacctmgr)")
     p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
@@ -218,7 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="level_based: give 0-share associations the best bucket, as Slurm 14.11.0-pre5 did "
                    "(by default they rank last)")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    p.add_argument("--save-snapshot", metavar="FILE", help="also write what was read as a fairshared snapshot")
+    p.add_argument("--save-snapshot", metavar="FILE",
+                   help="also write what was read as a fairshared snapshot (from the live cluster with its "
+                   "pending jobs, partitions and QOS, so that sprio/explain/compare --snapshot FILE read it too)")
     p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
                    help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
                    "the accounting records (sacct) with slurmctld's own arithmetic")

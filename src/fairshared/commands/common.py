@@ -42,6 +42,8 @@ def add_source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--source", choices=["slurm"], default=None,
                      help="read the live cluster through Slurm's tools (the default)")
+    src.add_argument("--demo", action="store_true",
+                     help="the built-in simulated cluster (the one `fairshared run --demo` runs): no Slurm needed")
     src.add_argument("--snapshot", metavar="FILE",
                      help="a fairshared snapshot (JSON, docs/snapshot-format.md) ('-' = standard input)")
     src.add_argument("--from-sshare", metavar="FILE",
@@ -72,6 +74,10 @@ def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityIn
                               slurm_fairshare=snap.reported_fairshare or None, evaluated_at=snap.taken_at)
     if getattr(args, "snapshot", None):
         return load_inputs_file(args.snapshot)
+    if getattr(args, "demo", False):
+        from ..sources.demo import demo_priority_inputs
+
+        return demo_priority_inputs()
     return SlurmCli(timeout=args.timeout).priority_inputs(sshare=sshare)
 
 
