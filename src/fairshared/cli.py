@@ -7,12 +7,13 @@ import sys
 from dataclasses import replace
 
 from . import __version__
+from .commands import name_list
 from .commands import positive_float as _positive_float
 from .commands.common import default_algorithm, load_inputs
 from .engine import ALGORITHMS, Params, build_tree, compute
 from .inputs.priority_snapshot import save_inputs
 from .model import InputError
-from .output import FORMATS, write
+from .output import COLUMNS, FORMATS, parse_columns, selected, write
 from .priority import ClusterInfo, PriorityInputs
 from .sources.slurm_cli import SlurmCli, SourceError
 
@@ -49,8 +50,22 @@ def cmd_compute(args: argparse.Namespace) -> int:
                                              zero_shares_best=args.zero_shares_best))
     if args.save_snapshot:
         save_inputs(pi, args.save_snapshot, pi.evaluated_at)
-    write(result, args.format, sys.stdout)
+    style, columns = args.format
+    if args.parsable:
+        style = "parsable"
+    rows = selected(result, args.users, args.accounts) if args.users or args.accounts else None
+    write(result, style, sys.stdout, rows, columns)
     return 0
+
+
+def _format(text: str) -> tuple[str, list[str] | None]:
+    """--format: an output style (table, parsable, json) or sshare's columns (Account,User,FairShare)."""
+    if text.strip().lower() in FORMATS:
+        return text.strip().lower(), None
+    try:
+        return "table", parse_columns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or a style: {', '.join(FORMATS)})") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -189,7 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zero-shares-best", action="store_true",
                    help="level_based: give 0-share associations the best bucket, as Slurm 14.11.0-pre5 did "
                    "(by default they rank last)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    p.add_argument("-o", "--format", type=_format, default=("table", None), metavar="STYLE|COL,COL",
+                   help="output style: table (default), parsable or json; or, as sshare's --format, the columns "
+                   f"to print by sshare's names in any case ({','.join(COLUMNS)})")
+    p.add_argument("-P", "--parsable", action="store_true",
+                   help="'|'-separated like `sshare -P` (the same as --format parsable; with columns too)")
+    p.add_argument("-u", "--users", type=name_list, metavar="USER[,USER]",
+                   help="as sshare -u: only these users' associations (the account rows stay)")
+    p.add_argument("-A", "--accounts", type=name_list, metavar="ACCT[,ACCT]",
+                   help="as sshare -A: only associations in these accounts (each account's row and its "
+                   "users; its sub-accounts are accounts of their own)")
     p.add_argument("--save-snapshot", metavar="FILE",
                    help="also write what was read as a fairshared snapshot (from the live cluster with its "
                    "pending jobs, partitions and QOS, so that sprio/explain/compare --snapshot FILE read it too)")

@@ -635,6 +635,28 @@ def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[i
     return "".join(line + "\n" for line in lines)
 
 
+
+def render_sprio_weights(params: PriorityParams, weight_tres_text: str | None = None, user_column: bool = False) -> str:
+    """``sprio -w``: the header and the ``Weights`` line of sprio's short format (the same in 22.05,
+    23.11 and 25.11, src/sprio/sprio.c): ``%.15i %9r`` (``%.8u`` with ``-u``) ``%.10Y %.10S``, then
+    AGE, ASSOC, FAIRSHARE, JOBSIZE, PARTITION, QOS for each non-zero weight and TRES (``%.20T``) when
+    PriorityWeightTRES is set.  The Weights line (print.c) has SITE 1, each weight, and TRES the
+    configured string as written (``weight_tres_text``; else rebuilt from the parsed weights)."""
+    if weight_tres_text is None and params.weight_tres:
+        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in params.weight_tres.items())
+    cols = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
+    if user_column:
+        cols.append(("USER", 8, True, ""))
+    cols += [("PRIORITY", 10, True, ""), ("SITE", 10, True, "1")]
+    for name, w in (("AGE", params.weight_age), ("ASSOC", params.weight_assoc), ("FAIRSHARE", params.weight_fairshare),
+                    ("JOBSIZE", params.weight_jobsize), ("PARTITION", params.weight_partition),
+                    ("QOS", params.weight_qos)):
+        if w:
+            cols.append((name, 10, True, str(w)))
+    if weight_tres_text:
+        cols.append(("TRES", 20, True, weight_tres_text))
+    return "".join(" ".join(_cell(c[k], w, r) for c in cols for w, r in [(c[1], c[2])]) + "\n" for k in (0, 3))
+
 @dataclass
 class PriorityInputs:
     """Everything ``sprio``/``explain``/``compare`` need: the tree (a Snapshot), the cluster, the jobs.
