@@ -9,7 +9,7 @@ from dataclasses import replace
 from . import __version__
 from .commands import name_list
 from .commands import positive_float as _positive_float
-from .commands.common import default_algorithm, load_inputs
+from .commands.common import add_source, default_algorithm, load_inputs
 from .engine import ALGORITHMS, Params, build_tree, compute
 from .inputs.priority_snapshot import save_inputs
 from .model import InputError
@@ -184,17 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compute every association's fair-share columns (NormShares, NormUsage, EffectvUsage, "
         "FairShare, LevelFS) with the chosen algorithm and print them like `sshare -a -l`.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--from-sshare", metavar="FILE",
-                     help="output of `sshare -a -l -P` from Slurm >= 22.05 ('-' = standard input)")
-    src.add_argument("--snapshot", metavar="FILE",
-                     help="a fairshared snapshot (JSON, docs/snapshot-format.md) ('-' = standard input)")
-    src.add_argument("--demo", action="store_true",
-                     help="the built-in simulated cluster (the one `fairshared run --demo` runs)")
-    src.add_argument("--source", choices=["slurm"],
-                     help="read the live cluster through Slurm's command-line tools (scontrol, sshare, sacctmgr)")
-    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
-                   help="with --source slurm: how long each Slurm command may take (default: 60)")
+    add_source(p, required=True)
     p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the snapshot's PriorityFlags say, else fair_tree)")
     p.add_argument("--dampening", type=_positive_float, metavar="D",
@@ -214,9 +204,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-A", "--accounts", type=name_list, metavar="ACCT[,ACCT]",
                    help="as sshare -A: only associations in these accounts (each account's row and its "
                    "users; its sub-accounts are accounts of their own)")
-    p.add_argument("--save-snapshot", metavar="FILE",
-                   help="also write what was read as a fairshared snapshot (from the live cluster with its "
-                   "pending jobs, partitions and QOS, so that sprio/explain/compare --snapshot FILE read it too)")
     p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
                    help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
                    "the accounting records (sacct) with slurmctld's own arithmetic")

@@ -36,12 +36,12 @@ def parse_at(text: str) -> str | float:
             f"{text!r} is not auto, now, last-calc, Unix seconds or an ISO 8601 date-time") from None
 
 
-def add_source(p: argparse.ArgumentParser) -> None:
+def add_source(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     """Where the tree, jobs and weights come from: the live cluster, --demo, --snapshot or --from-sshare;
     and --save-snapshot to keep what was read."""
-    src = p.add_mutually_exclusive_group()
+    src = p.add_mutually_exclusive_group(required=required)
     src.add_argument("--source", choices=["slurm"], default=None,
-                     help="read the live cluster through Slurm's tools (the default)")
+                     help="read the live cluster through Slurm's tools" + ("" if required else " (the default)"))
     src.add_argument("--demo", action="store_true",
                      help="the built-in simulated cluster (the one `fairshared run --demo` runs): no Slurm needed")
     src.add_argument("--snapshot", metavar="FILE",

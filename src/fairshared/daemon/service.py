@@ -106,8 +106,6 @@ class Service:
         self.log = get_logger()
         self.token = resolve_token(config.http)  # an unreadable or empty token file stops here
         self.state_dir = state_dir(config, demo)
-        if demo:  # the first line a demo logs: where it keeps its state
-            self.log.info("demo: simulated cluster, no Slurm needed", state_directory=str(self.state_dir.resolve()))
         statefiles.check_directory(self.state_dir)
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
@@ -276,10 +274,16 @@ class Service:
 
     # -- main ---------------------------------------------------------------------------------------
 
+    def _say_demo(self) -> None:
+        """A demo's first log line: that it is one, and where it keeps its state."""
+        if self.demo:
+            self.log.info("demo: simulated cluster, no Slurm needed", state_directory=str(self.state_dir.resolve()))
+
     def run(self) -> int:
         for s in (signal.SIGUSR1, signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
         if self.once:
+            self._say_demo()
             res = self.runner.cycle("once")
             return 0 if res.ok else 1
         self._wake_r, self._wake_w = socket.socketpair()
@@ -305,6 +309,7 @@ class Service:
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)
         self.http.start()
+        self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
         self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
                                              job_defaults={"coalesce": True, "max_instances": 1})
