@@ -64,7 +64,8 @@ import json
 import pytest
 
 from fairshared.cli import main
-from fairshared.commands import priority_cmds as pc
+from fairshared.engine import ranks
+from fairshared.inputs import priority_snapshot
 
 NOW = 1_800_000_000
 
@@ -167,8 +168,9 @@ def test_sprio_age_follows_at(capsys, snap):
 
 def test_snapshot_round_trip(tmp_path, snap):
     with open(snap) as fh:
-        pi = pc.inputs_from_dict(json.load(fh), snap)
-    again = pc.inputs_from_dict(json.loads(json.dumps(pc.inputs_to_dict(pi, NOW))), "x")
+        pi = priority_snapshot.inputs_from_dict(json.load(fh), snap)
+    again = priority_snapshot.inputs_from_dict(
+        json.loads(json.dumps(priority_snapshot.inputs_to_dict(pi, NOW))), "x")
     assert again.jobs == pi.jobs and again.cluster == pi.cluster and again.slurm_fairshare == pi.slurm_fairshare
 
 
@@ -258,12 +260,12 @@ def test_explain_operator_set_held_and_unknown(capsys, tmp_path):
 
 def test_kendall_tau_b_by_hand():
     # no ties: classic vs Fair Tree ranks above, (5 − 1)/6
-    assert pc.kendall_tau_b([3, 1, 4, 2], [2, 1, 4, 3]) == pytest.approx(4 / 6)
+    assert ranks.kendall_tau_b([3, 1, 4, 2], [2, 1, 4, 3]) == pytest.approx(4 / 6)
     # a tie in y between the first two: S = 5 concordant, n0 = 6, n1 = 0, n2 = 1: 5/sqrt(6·5) = 0.912871
-    assert pc.kendall_tau_b([1, 2, 3, 4], [1, 1, 2, 3]) == pytest.approx(5 / 30 ** 0.5)
-    assert pc.kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
-    assert pc.kendall_tau_b([1, 1, 1], [1, 2, 3]) != pc.kendall_tau_b([1, 1, 1], [1, 2, 3])  # NaN: undefined
-    assert pc.competition_ranks([0.5, 0.9, 0.5, 0.1]) == [2, 1, 2, 4]
+    assert ranks.kendall_tau_b([1, 2, 3, 4], [1, 1, 2, 3]) == pytest.approx(5 / 30 ** 0.5)
+    assert ranks.kendall_tau_b([1, 2, 3], [3, 2, 1]) == -1.0
+    assert ranks.kendall_tau_b([1, 1, 1], [1, 2, 3]) != ranks.kendall_tau_b([1, 1, 1], [1, 2, 3])  # NaN: undefined
+    assert ranks.competition_ranks([0.5, 0.9, 0.5, 0.1]) == [2, 1, 2, 4]
 
 
 def test_compare_json(capsys, snap):

@@ -855,7 +855,7 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
 def priority_cycle(tmp_path, monkeypatch, **push):
     """A dry-run push.mode priority cycle of test_explain_compare's snapshot, at its time."""
     import fairshared.daemon.runner as runner_mod
-    from fairshared.commands import priority_cmds as pc
+    from fairshared.inputs.priority_snapshot import inputs_from_dict
     from fairshared.daemon.config import config_from_dict
     from fairshared.daemon.runner import Runner
     from test_explain_compare import NOW, snapshot_doc
@@ -864,7 +864,7 @@ def priority_cycle(tmp_path, monkeypatch, **push):
         name = "snapshot"
 
         def priority_inputs(self):
-            return pc.inputs_from_dict(snapshot_doc(), "snapshot")
+            return inputs_from_dict(snapshot_doc(), "snapshot")
 
     path = tmp_path / "snap.json"
     path.write_text(json.dumps(snapshot_doc()))

@@ -4,69 +4,43 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import contextmanager
-from typing import Iterator, TextIO
+from dataclasses import replace
 
 from . import __version__
-from .engine import ALGORITHMS, Params, build_tree, compute
-from .inputs.snapshot import dump_snapshot, load_snapshot
-from .inputs.sshare_dump import parse_sshare
-from .model import InputError, Snapshot
-from .output import FORMATS, write
-from .sources.slurm_cli import SlurmCli, SourceError
+from .commands import name_list
 from .commands import positive_float as _positive_float
+from .commands.common import add_source, default_algorithm, load_inputs
+from .engine import ALGORITHMS, Params, build_tree, compute
+from .inputs.priority_snapshot import save_inputs
+from .model import InputError
+from .output import COLUMNS, FORMATS, parse_columns, selected, write
+from .priority import ClusterInfo, PriorityInputs
+from .sources.slurm_cli import SlurmCli, SourceError
 
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 1
 
 
-@contextmanager
-def _open_in(path: str) -> Iterator[tuple[TextIO, str]]:
-    if path == "-":
-        yield sys.stdin, "<stdin>"
-        return
-    try:
-        fh = open(path, encoding="utf-8", errors="strict")
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path) from None
-    with fh:
-        yield fh, path
-
-
-def algorithm_from_config(config: dict) -> str | None:
-    """Slurm's choice: Fair Tree unless PriorityFlags has NO_FAIR_TREE (or DEPTH_OBLIVIOUS)."""
-    flags = config.get("priority_flags")
-    if flags is None:
-        return None
-    flags = {str(f).upper() for f in flags}
-    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
-
-
-def load_input(args: argparse.Namespace) -> Snapshot:
-    if args.source == "slurm":
-        return SlurmCli(timeout=args.timeout).snapshot(jobs=False)
-    if args.from_sshare:
-        with _open_in(args.from_sshare) as (fh, name):
-            try:
-                return parse_sshare(fh, name)
-            except UnicodeDecodeError as exc:
-                raise InputError(f"is not UTF-8 text ({exc.reason})", name) from None
-    with _open_in(args.snapshot) as (fh, name):
-        try:
-            return load_snapshot(fh, name)
-        except UnicodeDecodeError as exc:
-            raise InputError(f"is not UTF-8 text ({exc.reason})", name) from None
+def load_input(args: argparse.Namespace) -> PriorityInputs:
+    """compute's input: the live tree alone (jobs only when they are to be saved), or what
+    sprio/explain/compare read from --demo, --snapshot or --from-sshare."""
+    if args.source == "slurm" and not args.save_snapshot:
+        snap = SlurmCli(timeout=args.timeout).snapshot(jobs=False)
+        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[], evaluated_at=snap.taken_at)
+    return load_inputs(args)
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
     if args.usage == "accounting" and args.source != "slurm":
         raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
-    snap = load_input(args)
+    pi = load_input(args)
+    snap = pi.snapshot
     if args.usage == "accounting":
         from .commands.usage import replace_with_accounting
 
         snap = replace_with_accounting(snap, args.timeout)
-    algorithm = args.algorithm or algorithm_from_config(snap.config) or "fair_tree"
+        pi = replace(pi, snapshot=snap)
+    algorithm = args.algorithm or default_algorithm(snap.config or {})
     dampening = args.dampening if args.dampening is not None else snap.config.get("dampening", 1)
     levels = args.priority_levels if args.priority_levels is not None else snap.config.get("priority_levels")
     if not isinstance(dampening, (int, float)) or dampening <= 0:
@@ -75,13 +49,23 @@ def cmd_compute(args: argparse.Namespace) -> int:
     result = compute(tree, algorithm, Params(dampening=float(dampening), priority_levels=levels,
                                              zero_shares_best=args.zero_shares_best))
     if args.save_snapshot:
-        try:
-            with open(args.save_snapshot, "w", encoding="utf-8") as fh:
-                dump_snapshot(snap, fh)
-        except OSError as exc:
-            raise InputError(f"cannot write snapshot: {exc.strerror}", args.save_snapshot) from None
-    write(result, args.format, sys.stdout)
+        save_inputs(pi, args.save_snapshot, pi.evaluated_at)
+    style, columns = args.format
+    if args.parsable:
+        style = "parsable"
+    rows = selected(result, args.users, args.accounts) if args.users or args.accounts else None
+    write(result, style, sys.stdout, rows, columns)
     return 0
+
+
+def _format(text: str) -> tuple[str, list[str] | None]:
+    """--format: an output style (table, parsable, json) or sshare's columns (Account,User,FairShare)."""
+    if text.strip().lower() in FORMATS:
+        return text.strip().lower(), None
+    try:
+        return "table", parse_columns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or a style: {', '.join(FORMATS)})") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -200,14 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compute every association's fair-share columns (NormShares, NormUsage, EffectvUsage, "
         "FairShare, LevelFS) with the chosen algorithm and print them like `sshare -a -l`.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--from-sshare", metavar="FILE",
-                     help="output of `sshare -a -l -P` from Slurm >= 22.05 ('-' = standard input)")
-    src.add_argument("--snapshot", metavar="FILE", help="a fairshared snapshot (JSON) ('-' = standard input)")
-    src.add_argument("--source", choices=["slurm"],
-                     help="read the live cluster through Slurm's command-line tools (scontrol, sshare, sacctmgr)")
-    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="SECONDS",
-                   help="with --source slurm: how long each Slurm command may take (default: 60)")
+    add_source(p, required=True)
     p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the snapshot's PriorityFlags say, else fair_tree)")
     p.add_argument("--dampening", type=_positive_float, metavar="D",
@@ -217,8 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zero-shares-best", action="store_true",
                    help="level_based: give 0-share associations the best bucket, as Slurm 14.11.0-pre5 did "
                    "(by default they rank last)")
-    p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    p.add_argument("--save-snapshot", metavar="FILE", help="also write what was read as a fairshared snapshot")
+    p.add_argument("-o", "--format", type=_format, default=("table", None), metavar="STYLE|COL,COL",
+                   help="output style: table (default), parsable or json; or, as sshare's --format, the columns "
+                   f"to print by sshare's names in any case ({','.join(COLUMNS)})")
+    p.add_argument("-P", "--parsable", action="store_true",
+                   help="'|'-separated like `sshare -P` (the same as --format parsable; with columns too)")
+    p.add_argument("-u", "--users", type=name_list, metavar="USER[,USER]",
+                   help="as sshare -u: only these users' associations (the account rows stay)")
+    p.add_argument("-A", "--accounts", type=name_list, metavar="ACCT[,ACCT]",
+                   help="as sshare -A: only associations in these accounts (each account's row and its "
+                   "users; its sub-accounts are accounts of their own)")
     p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
                    help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
                    "the accounting records (sacct) with slurmctld's own arithmetic")
@@ -259,8 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--signal", action="store_true", help="use SIGUSR1 and the pid/status files instead of HTTP")
     q.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS")
     q.set_defaults(func=cmd_recompute)
-    __import__("fairshared.commands.priority_cmds", fromlist=["register"]).register(sub)
-    __import__("fairshared.commands.usage", fromlist=["register"]).register(sub)
+    for name in ("sprio", "explain", "compare", "usage"):
+        __import__(f"fairshared.commands.{name}", fromlist=["register"]).register(sub)
     return parser
 
 

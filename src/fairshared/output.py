@@ -95,16 +95,43 @@ WIDTHS = {
 }
 
 
-def write_parsable(result: Result, out: TextIO) -> None:
-    cols = _columns(result)
+COLUMNS = tuple(WIDTHS)  # sshare's names, what --format COL,COL chooses from
+
+
+def parse_columns(text: str) -> list[str]:
+    """``--format account,user,fairshare`` → sshare's column names (any case); ValueError names an unknown one."""
+    by_lower = {c.lower(): c for c in COLUMNS}
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [c for c in names if c.lower() not in by_lower]
+    if unknown or not names:
+        raise ValueError(f"unknown column {', '.join(repr(c) for c in unknown) or repr(text)}: "
+                         f"choose from {', '.join(COLUMNS)}")
+    return list(dict.fromkeys(by_lower[c.lower()] for c in names))
+
+
+def selected(result: Result, users: list[str] | None = None, accounts: list[str] | None = None) -> list[int]:
+    """The associations ``sshare -u USERS -A ACCOUNTS`` lists, in tree order (``assoc_mgr_get_shares``):
+    ``users`` drops the user associations of other users (account rows stay); ``accounts`` keeps the
+    associations whose own account is listed (the account's row and its users, not sub-accounts).
+    Both compare without regard to case, as Slurm's xstrcasecmp does."""
+    t = result.tree
+    u = {x.lower() for x in users} if users else None
+    a = {x.lower() for x in accounts} if accounts else None
+    return [i for i in range(t.n)
+            if (u is None or t.user[i] is None or t.user[i].lower() in u)
+            and (a is None or t.account[i].lower() in a)]
+
+
+def write_parsable(result: Result, out: TextIO, rows=None, columns=None) -> None:
+    cols = columns or _columns(result)
     out.write("|".join(cols) + "\n")
-    for i in range(result.tree.n):
+    for i in range(result.tree.n) if rows is None else rows:
         row = _row(result, i, cols)
         out.write("|".join(row[c] for c in cols) + "\n")
 
 
-def write_table(result: Result, out: TextIO) -> None:
-    cols = _columns(result)
+def write_table(result: Result, out: TextIO, rows=None, columns=None) -> None:
+    cols = columns or _columns(result)
 
     def fmt(c: str, text: str) -> str:
         w = WIDTHS[c]
@@ -112,7 +139,7 @@ def write_table(result: Result, out: TextIO) -> None:
 
     out.write(" ".join(fmt(c, c) for c in cols).rstrip() + "\n")
     out.write(" ".join("-" * abs(WIDTHS[c]) for c in cols) + "\n")
-    for i in range(result.tree.n):
+    for i in range(result.tree.n) if rows is None else rows:
         row = _row(result, i, cols)
         out.write(" ".join(fmt(c, row[c]) for c in cols).rstrip() + "\n")
 
@@ -141,13 +168,19 @@ def result_records(result: Result) -> list[dict]:
     return records
 
 
-def write_json(result: Result, out: TextIO) -> None:
-    json.dump({"algorithm": result.algorithm, "associations": result_records(result)}, out, indent=1)
+def write_json(result: Result, out: TextIO, rows=None, columns=None) -> None:
+    """All keys whatever ``columns`` say (the JSON keys are documented as a fixed set); ``rows`` filter."""
+    records = result_records(result)
+    if rows is not None:
+        records = [records[i] for i in rows]
+    json.dump({"algorithm": result.algorithm, "associations": records}, out, indent=1)
     out.write("\n")
 
 
-def write(result: Result, fmt: str, out: TextIO) -> None:
-    {"table": write_table, "parsable": write_parsable, "json": write_json}[fmt](result, out)
+def write(result: Result, fmt: str, out: TextIO, rows: list[int] | None = None,
+          columns: list[str] | None = None) -> None:
+    """``rows``: the associations to print (default all, tree order); ``columns``: sshare's names."""
+    {"table": write_table, "parsable": write_parsable, "json": write_json}[fmt](result, out, rows, columns)
 
 
-__all__ = ["FORMATS", "write", "result_records"]
+__all__ = ["COLUMNS", "FORMATS", "parse_columns", "result_records", "selected", "write"]

@@ -58,7 +58,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import Job
+from .model import Job, Snapshot
 
 NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
 NO_VAL = 0xFFFFFFFE
@@ -633,3 +633,42 @@ def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[i
     for row in rows:
         lines.append(" ".join(_cell(c, w, r) for c, (_, w, r) in zip(sprio_cells(row, version), columns)))
     return "".join(line + "\n" for line in lines)
+
+
+
+def render_sprio_weights(params: PriorityParams, weight_tres_text: str | None = None, user_column: bool = False) -> str:
+    """``sprio -w``: the header and the ``Weights`` line of sprio's short format (the same in 22.05,
+    23.11 and 25.11, src/sprio/sprio.c): ``%.15i %9r`` (``%.8u`` with ``-u``) ``%.10Y %.10S``, then
+    AGE, ASSOC, FAIRSHARE, JOBSIZE, PARTITION, QOS for each non-zero weight and TRES (``%.20T``) when
+    PriorityWeightTRES is set.  The Weights line (print.c) has SITE 1, each weight, and TRES the
+    configured string as written (``weight_tres_text``; else rebuilt from the parsed weights)."""
+    if weight_tres_text is None and params.weight_tres:
+        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in params.weight_tres.items())
+    cols = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
+    if user_column:
+        cols.append(("USER", 8, True, ""))
+    cols += [("PRIORITY", 10, True, ""), ("SITE", 10, True, "1")]
+    for name, w in (("AGE", params.weight_age), ("ASSOC", params.weight_assoc), ("FAIRSHARE", params.weight_fairshare),
+                    ("JOBSIZE", params.weight_jobsize), ("PARTITION", params.weight_partition),
+                    ("QOS", params.weight_qos)):
+        if w:
+            cols.append((name, 10, True, str(w)))
+    if weight_tres_text:
+        cols.append(("TRES", 20, True, weight_tres_text))
+    return "".join(" ".join(_cell(c[k], w, r) for c in cols for w, r in [(c[1], c[2])]) + "\n" for k in (0, 3))
+
+@dataclass
+class PriorityInputs:
+    """Everything ``sprio``/``explain``/``compare`` need: the tree (a Snapshot), the cluster, the jobs.
+
+    ``last_calc`` is slurmctld's last priority recalculation (None if unknown);
+    ``slurm_fairshare`` sshare's FairShare per user association, when read.
+    """
+
+    snapshot: Snapshot
+    cluster: ClusterInfo
+    jobs: list[Job]
+    last_calc: int | None = None
+    slurm_fairshare: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    evaluated_at: float | None = None  # for snapshots: the time they were evaluated at

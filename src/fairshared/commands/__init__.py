@@ -15,3 +15,11 @@ def positive_float(text: str) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
     return v
+
+
+def name_list(text: str) -> list[str]:
+    """argparse type: ``a,b,c`` → ["a", "b", "c"] (-u, -A, -j, -p)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing")
+    return names

@@ -166,7 +166,8 @@ class LoggingConfig(_Strict):
 
 class StateConfig(_Strict):
     directory: str | None = None
-    """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state)."""
+    """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state;
+    with --demo $XDG_STATE_HOME/fairshared-demo, i.e. ~/.local/state/fairshared-demo)."""
     pid_file: str | None = None
     """Written at start-up for `fairshared recompute --signal` (default: $RUNTIME_DIRECTORY/fairshared.pid)."""
     audit_log: str | None = None

@@ -76,9 +76,17 @@ def make_source_and_updater(config: Config, demo: bool):
             CliUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
 
 
-def state_dir(config: Config) -> Path:
-    return Path(config.state.directory or os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-                or "fairshared-state")
+def state_dir(config: Config, demo: bool = False) -> Path:
+    """state.directory, else $STATE_DIRECTORY (systemd), else ./fairshared-state; for ``--demo`` the
+    last is $XDG_STATE_HOME/fairshared-demo (~/.local/state/fairshared-demo): a demo leaves nothing
+    in the directory it was started from."""
+    chosen = config.state.directory or os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if chosen:
+        return Path(chosen)
+    if demo:
+        xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        return Path(xdg) / "fairshared-demo"
+    return Path("fairshared-state")
 
 
 def pid_file(config: Config) -> Path | None:
@@ -97,7 +105,7 @@ class Service:
         self.once = once
         self.log = get_logger()
         self.token = resolve_token(config.http)  # an unreadable or empty token file stops here
-        self.state_dir = state_dir(config)
+        self.state_dir = state_dir(config, demo)
         statefiles.check_directory(self.state_dir)
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
@@ -266,10 +274,16 @@ class Service:
 
     # -- main ---------------------------------------------------------------------------------------
 
+    def _say_demo(self) -> None:
+        """A demo's first log line: that it is one, and where it keeps its state."""
+        if self.demo:
+            self.log.info("demo: simulated cluster, no Slurm needed", state_directory=str(self.state_dir.resolve()))
+
     def run(self) -> int:
         for s in (signal.SIGUSR1, signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
         if self.once:
+            self._say_demo()
             res = self.runner.cycle("once")
             return 0 if res.ok else 1
         self._wake_r, self._wake_w = socket.socketpair()
@@ -295,6 +309,7 @@ class Service:
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)
         self.http.start()
+        self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
         self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
                                              job_defaults={"coalesce": True, "max_instances": 1})
@@ -306,7 +321,7 @@ class Service:
         self.scheduler.start()
         self.log.info("started", version=__version__, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
                       source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,
-                      dry_run=self.config.push.dry_run, pid=os.getpid())
+                      dry_run=self.config.push.dry_run, pid=os.getpid(), state_directory=str(self.state_dir))
         sdnotify.ready(status="running")
         wd = sdnotify.watchdog_interval()
         while not self.stop_requested:

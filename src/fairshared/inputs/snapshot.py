@@ -36,6 +36,7 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from .sshare_dump import looks_like_sshare_dump
 
 SCHEMA = "fairshared-snapshot"
 VERSION = 1
@@ -47,15 +48,21 @@ def _reject_constant(name: str) -> float:
 
 
 def load_snapshot(fh: TextIO, name: str = "<snapshot>") -> Snapshot:
+    return snapshot_from_dict(parse_document(fh.read(), name), name)
+
+
+def parse_document(text: str, name: str = "<snapshot>") -> Any:
+    """The JSON document in ``text``; an sshare dump or bad JSON is an :class:`InputError` naming ``name``."""
+    if looks_like_sshare_dump(text):
+        raise InputError(f"looks like an sshare dump (`sshare -a -l -P`): use --from-sshare {name}", name)
     try:
-        doc = json.load(fh, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"is not valid JSON: {exc.msg}", f"{name}:{exc.lineno}") from None
     except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
         raise InputError(f"is not valid JSON: {exc}", name) from None
     except RecursionError:
         raise InputError("is not valid JSON: arrays or objects nested too deeply", name) from None
-    return snapshot_from_dict(doc, name)
 
 
 def _text(value: object) -> bool:

@@ -23,6 +23,13 @@ from ..model import PARENT, Association, InputError, Snapshot, check_shares, che
 REQUIRED = ("account", "user", "rawshares", "rawusage")
 
 
+def looks_like_sshare_dump(text: str) -> bool:
+    """Whether ``text`` starts with sshare's parsable header (``Account|User|...``)."""
+    first = next((ln for ln in text.split("\n", 20)[:20] if ln.strip()), "")
+    fields = [f.strip().lower() for f in first.split("|")]
+    return "|" in first and "account" in fields and ("rawshares" in fields or "rawusage" in fields)
+
+
 def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
     """Parse sshare parsable output into a :class:`Snapshot` (see module docs)."""
     header: list[str] | None = None
@@ -43,6 +50,8 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
         if not line.strip():
             continue
         if header is None:
+            if "|" not in line and line.lstrip().startswith("{"):
+                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
             if "|" not in line:
                 raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
             trailing = line.endswith("|")

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 
 from ..model import PARENT, Association, Job, Snapshot
+from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
 from ..sinks.base import JobGone, PushAction
 
 TREE = [
@@ -71,6 +72,15 @@ CONFIG = {
 }
 
 
+# What ``fairshared sprio/explain/compare --demo`` evaluate the queue with.  The daemon's CONFIG has
+# PriorityWeightFairshare 0 because it pushes the factor itself (as SiteFactor); the offline
+# commands show the factor inside the priority instead, beside age, job size, partition and QOS.
+PRIORITY_CONFIG = {**CONFIG, "weight_fairshare": 10000, "weight_age": 1000, "weight_jobsize": 500,
+                   "weight_partition": 1000, "weight_qos": 2000, "max_age_seconds": 300}
+EPOCH = 1_767_225_600  # the simulated clock's 0: 2026-01-01 00:00 UTC (job times are Unix seconds)
+CPUS = (1, 4, 16, 64, 8)  # a job's CPUs (and nodes: 1 per 16 CPUs), by job id
+
+
 class DemoCluster:
     """The simulated cluster's state; shared by the demo source and updater."""
 
@@ -100,7 +110,9 @@ class DemoCluster:
                 self.jobs[self.next_id] = Job(
                     job_id=self.next_id, display_id=str(self.next_id), user=user, account=acct,
                     partition=self.rng.choice(PARTITIONS), qos="normal", priority=1000,
-                    nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0)
+                    nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0,
+                    submit_time=EPOCH + int(self.now), eligible_time=EPOCH + int(self.now),
+                    accrue_time=EPOCH + int(self.now))
                 self.next_id += 1
         self.now += self.step
 
@@ -126,6 +138,28 @@ class DemoSource:
             return Snapshot(associations=c.associations(), cluster="demo", source="demo", taken_at=time.time(),
                             sibling_order="lft", config=dict(CONFIG),
                             jobs=list(c.jobs.values()) if jobs else [])
+
+
+def demo_priority_inputs(cluster: DemoCluster | None = None, periods: int = 20) -> PriorityInputs:
+    """The simulated cluster after ``periods`` more calc periods, as ``sprio``/``explain``/``compare
+    --demo`` read it: the tree, :data:`PRIORITY_CONFIG`, two partitions, two QOS and the queue.
+
+    Deterministic (the same seed gives the same figures), evaluated at the simulated clock.
+    """
+    c = cluster or DemoCluster()
+    with c.lock:
+        for _ in range(periods):
+            c.advance()
+        now = EPOCH + int(c.now)
+        snap = Snapshot(associations=c.associations(), cluster="demo", source="demo", taken_at=float(now),
+                        sibling_order="lft", config=dict(PRIORITY_CONFIG))
+        jobs = [replace(j, cpus=CPUS[j.job_id % len(CPUS)], min_nodes=1 + CPUS[j.job_id % len(CPUS)] // 16,
+                        qos="high" if j.job_id % 7 == 0 else "normal") for j in c.jobs.values()]
+    cluster_info = ClusterInfo(
+        partitions={"batch": PartitionInfo("batch", priority_job_factor=1, priority_tier=1, max_time=None),
+                    "gpu": PartitionInfo("gpu", priority_job_factor=10, priority_tier=1, max_time=None)},
+        qos_priority={"normal": 0, "high": 100}, node_count=16, cpu_count=1024)
+    return PriorityInputs(snapshot=snap, cluster=cluster_info, jobs=jobs, last_calc=now, evaluated_at=now)
 
 
 class DemoUpdater:

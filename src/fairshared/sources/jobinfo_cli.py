@@ -43,7 +43,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from ..model import Job, Snapshot
-from ..priority import ClusterInfo, PartitionInfo
+from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
 from .slurm_commands import SlurmCommands
 from .slurm_text import (  # noqa: F401 - SprioFacts is still imported from here
     SPRIO_FORMAT,
@@ -120,23 +120,6 @@ def _read_text(path: str | None) -> str | None:
             return fh.read()
     except OSError:
         return None
-
-
-@dataclass
-class PriorityInputs:
-    """Everything ``sprio``/``explain``/``compare`` need: the tree (a Snapshot), the cluster, the jobs.
-
-    ``last_calc`` is slurmctld's last priority recalculation (None if unknown);
-    ``slurm_fairshare`` sshare's FairShare per user association, when read.
-    """
-
-    snapshot: Snapshot
-    cluster: ClusterInfo
-    jobs: list[Job]
-    last_calc: int | None = None
-    slurm_fairshare: dict | None = None
-    warnings: list[str] = field(default_factory=list)
-    evaluated_at: float | None = None  # for snapshots: the time they were evaluated at
 
 
 @dataclass

@@ -442,6 +442,7 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
     """Extra snapshot-config keys for the job priority, from ``scontrol show config``.
 
     * ``weight_tres_exact``: PriorityWeightTRES with unit suffixes applied (Mem=2G);
+    * ``weight_tres_text``: PriorityWeightTRES as written (what ``sprio -w`` prints), or None;
     * ``tres_order``: AccountingStorageTRES (the order sprio lists TRES in);
     * ``state_save_location``, ``slurm_conf``: where slurmctld keeps its state / its config;
     * ``no_normal_ambiguous``: the printed flags say NO_NORMAL_ALL on a release that prints it
@@ -451,6 +452,7 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
     tres_order = [t.strip().lower() for t in raw.get("AccountingStorageTRES", "").split(",") if t.strip()]
     return {
         "weight_tres_exact": parse_weight_tres(raw.get("PriorityWeightTRES")),
+        "weight_tres_text": None if raw.get("PriorityWeightTRES") in (None, "", "(null)") else raw["PriorityWeightTRES"],
         "tres_order": tres_order or None,
         "state_save_location": raw.get("StateSaveLocation"),
         "slurm_conf": raw.get("SLURM_CONF"),

@@ -1,0 +1,133 @@
+"""What ``sprio``, ``explain`` and ``compare`` share: the source and ``--at`` arguments, reading
+the inputs, the evaluation time, and running the engine on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import io
+import sys
+import time
+
+from ..engine import Params, build_tree, compute
+from ..engine.result import Result
+from ..inputs.priority_snapshot import load_inputs_file, read_text, save_inputs
+from ..inputs.sshare_dump import parse_sshare
+from ..model import InputError, Snapshot
+from ..priority import ClusterInfo, PriorityInputs
+from ..sources.slurm_cli import SlurmCli
+from . import positive_float
+
+
+def parse_at(text: str) -> str | float:
+    """``--at``: auto, now, last-calc, Unix seconds or an ISO 8601 date-time (local time if naive)."""
+    t = text.strip().lower()
+    if t in ("auto", "now", "last-calc"):
+        return t
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    try:
+        return _dt.datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not auto, now, last-calc, Unix seconds or an ISO 8601 date-time") from None
+
+
+def add_source(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """Where the tree, jobs and weights come from: the live cluster, --demo, --snapshot or --from-sshare;
+    and --save-snapshot to keep what was read."""
+    src = p.add_mutually_exclusive_group(required=required)
+    src.add_argument("--source", choices=["slurm"], default=None,
+                     help="read the live cluster through Slurm's tools" + ("" if required else " (the default)"))
+    src.add_argument("--demo", action="store_true",
+                     help="the built-in simulated cluster (the one `fairshared run --demo` runs): no Slurm needed")
+    src.add_argument("--snapshot", metavar="FILE",
+                     help="a fairshared snapshot (JSON, docs/snapshot-format.md) ('-' = standard input)")
+    src.add_argument("--from-sshare", metavar="FILE",
+                     help="output of `sshare -a -l -P` (no jobs; its FairShare column is Slurm's order)")
+    p.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                   help="with the live cluster: how long each Slurm command may take (default: 60)")
+    p.add_argument("--save-snapshot", metavar="FILE",
+                   help="also write what was read (tree, config, pending jobs, partitions, QOS) as a snapshot "
+                   "that every command reads back with --snapshot FILE")
+
+
+def add_at(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--at", type=parse_at, default="auto", metavar="WHEN",
+                   help="when to evaluate the age factor: auto (default: slurmctld's last priority "
+                   "calculation when its state file is readable, which is what sprio shows; else now; "
+                   "a snapshot's own time), now, last-calc, Unix seconds or an ISO 8601 date-time")
+
+
+def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityInputs:
+    """The tree, cluster and jobs from --source slurm (default), --demo, --snapshot or --from-sshare.
+
+    ``sshare``: from the live cluster, also read sshare's FairShare column (Slurm's current order).
+    """
+    if getattr(args, "from_sshare", None):
+        text, name = read_text(args.from_sshare)
+        snap = parse_sshare(io.StringIO(text), name)
+        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[],
+                              slurm_fairshare=snap.reported_fairshare or None, evaluated_at=snap.taken_at)
+    if getattr(args, "snapshot", None):
+        return load_inputs_file(args.snapshot)
+    if getattr(args, "demo", False):
+        from ..sources.demo import demo_priority_inputs
+
+        return demo_priority_inputs()
+    return SlurmCli(timeout=args.timeout).priority_inputs(sshare=sshare)
+
+
+def save_if_asked(args: argparse.Namespace, pi: PriorityInputs, evaluated_at: float | None) -> None:
+    if getattr(args, "save_snapshot", None):
+        save_inputs(pi, args.save_snapshot, evaluated_at)
+
+
+def evaluation_time(at: str | float, pi: PriorityInputs, live: bool) -> tuple[int, str]:
+    """The time the age factor is evaluated at, and a phrase saying which."""
+    if isinstance(at, float):
+        return int(at), "the time given with --at"
+    if at == "now":
+        return int(time.time()), "now"
+    if at == "last-calc":
+        if pi.last_calc is None:
+            raise InputError("--at last-calc: slurmctld's last priority calculation is unknown (its "
+                             "StateSaveLocation/priority_last_decay_ran is unreadable here)")
+        return int(pi.last_calc), "slurmctld's last priority calculation"
+    if not live and pi.evaluated_at is not None:
+        return int(pi.evaluated_at), "the snapshot's time"
+    if live and pi.last_calc is not None:
+        return int(pi.last_calc), "slurmctld's last priority calculation"
+    return int(time.time()), "now"
+
+
+def default_algorithm(config: dict) -> str:
+    """Slurm's choice: Fair Tree unless PriorityFlags has NO_FAIR_TREE (or DEPTH_OBLIVIOUS)."""
+    flags = {str(f).upper() for f in config.get("priority_flags") or []}
+    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
+
+
+def engine_result(snap: Snapshot, algorithm: str, tree=None) -> Result:
+    cfg = snap.config or {}
+    damp = cfg.get("dampening", 1)
+    if isinstance(damp, bool) or not isinstance(damp, (int, float)) or not damp > 0:
+        raise InputError(f"FairShareDampeningFactor must be a number > 0, not {damp!r}")
+    tree = tree if tree is not None else build_tree(snap.associations)
+    try:
+        return compute(tree, algorithm, Params(dampening=float(damp), priority_levels=cfg.get("priority_levels")))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"cannot compute {algorithm}: {exc}") from None
+
+
+def live(args: argparse.Namespace) -> bool:
+    """Whether the inputs come from the live cluster (not --demo, --snapshot or --from-sshare)."""
+    return not (getattr(args, "snapshot", None) or getattr(args, "from_sshare", None)
+                or getattr(args, "demo", False))
+
+
+def warn(pi: PriorityInputs) -> None:
+    for w in pi.warnings:
+        print(f"fairshared: warning: {w}", file=sys.stderr)

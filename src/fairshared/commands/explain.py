@@ -1,0 +1,348 @@
+"""``fairshared explain JOBID``: one page on one job's priority, in plain words.
+
+Each factor with its weight and share of the total, the fair-share path from root with the chosen
+algorithm's per-level figure, and the jobs just ahead of it (and behind) with what separates them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import math
+import sys
+
+from ..engine import ALGORITHMS, build_tree
+from ..engine.ranks import assoc_index, fairshare_of, job_assoc
+from ..engine.result import Result
+from ..model import InputError, Job
+from ..priority import (
+    FACTOR_NAMES,
+    Factors,
+    PriorityInputs,
+    PriorityParams,
+    job_priority,
+    listed_by_sprio,
+    ordered_partitions,
+)
+from .common import add_at, add_source, default_algorithm, engine_result, evaluation_time, live, load_inputs, \
+    save_if_asked, warn
+
+LABEL = {"age": "Age", "assoc": "Association", "fairshare": "Fair-share", "jobsize": "Job size",
+         "partition": "Partition", "qos": "QOS"}
+IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
+           "partition": "partition", "qos": "QOS"}
+
+
+def register(subparsers) -> None:
+    e = subparsers.add_parser(
+        "explain",
+        help="why a job has its priority, in plain words",
+        description="Explain one job's priority: each factor with its weight and share of the total, the "
+        "fair-share path from root to the job's association with the algorithm's per-level figures, "
+        "and the jobs just ahead of it (and behind) with what separates them.",
+    )
+    e.add_argument("job", metavar="JOBID", help="job id (or an array task as 123_4)")
+    add_source(e)
+    e.add_argument("--algorithm", choices=ALGORITHMS,
+                   help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
+    add_at(e)
+    e.add_argument("--neighbours", type=int, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
+    e.set_defaults(func=cmd_explain)
+
+
+def _fmt_points(x: float) -> str:
+    return f"{x:,.2f}"
+
+
+def _duration(seconds: int) -> str:
+    seconds = int(seconds)
+    if seconds <= 0:
+        return "0 s"
+    d, rem = divmod(seconds, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d} d" if d else "", f"{h} h" if h else "", f"{m} min" if m else "", f"{s} s" if s and not d else ""]
+    return " ".join(p for p in parts if p)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _utc(ts: int) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def queue_entries(pi: PriorityInputs, result: Result, params: PriorityParams, now: int) -> list[Factors]:
+    """Every (job, partition) the scheduler would consider, in its order.
+
+    sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
+    first, then submit time, then job id (reservations and preemption, which come
+    first there, are not modelled).
+    """
+    fs = fairshare_of(result)
+    entries: list[Factors] = []
+    for j in pi.jobs:
+        if listed_by_sprio(j, params, now):
+            entries.extend(job_priority(j, fs(j), pi.cluster, params, now))
+
+    def tier(f: Factors) -> int:
+        p = pi.cluster.partitions.get(f.partition)
+        return p.priority_tier if p else 0
+
+    return sorted(entries, key=lambda f: (-tier(f), -f.priority, f.job.submit_time, f.job.job_id))
+
+
+def _differences(a: Factors, b: Factors) -> list[tuple[str, float]]:
+    """Points by which a's priority exceeds b's, per factor (largest first)."""
+    out = []
+    for k in FACTOR_NAMES:
+        d = a.weighted[k] - b.weighted[k]
+        if abs(d) >= 0.005:
+            out.append((IN_TEXT[k], d))
+    tres = sorted(set(a.tres_weighted) | set(b.tres_weighted))
+    for t in tres:
+        d = a.tres_weighted.get(t, 0.0) - b.tres_weighted.get(t, 0.0)
+        if abs(d) >= 0.005:
+            out.append((f"TRES {t}", d))
+    if a.site != b.site:
+        out.append(("site factor", float(a.site - b.site)))
+    if a.nice != b.nice:
+        out.append(("nice", float(b.nice - a.nice)))
+    return sorted(out, key=lambda kv: -abs(kv[1]))
+
+
+def _why(a: Factors, b: Factors) -> str:
+    if a.direct or b.direct:
+        who = [f"{x.job.job_id}" for x in (a, b) if x.direct]
+        return f"priority fixed by an operator for job {' and '.join(who)}"
+    diffs = _differences(a, b)
+    if not diffs:
+        return "no factor differs (the earlier submission, then the lower job id, goes first)"
+    return ", ".join(f"{name} {d:+,.0f}" if abs(d) >= 10 else f"{name} {d:+.1f}" for name, d in diffs)
+
+
+def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, when: str,
+                 neighbours: int = 3) -> str:
+    cfg = pi.snapshot.config or {}
+    tree = build_tree(pi.snapshot.associations)
+    result = engine_result(pi.snapshot, algorithm, tree)
+    params = PriorityParams.from_config(cfg)
+    job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
+    if job is None:
+        raise InputError(f"job {job_ref} is not among the pending jobs read")
+    fs = fairshare_of(result)(job)
+    rows = job_priority(job, fs, pi.cluster, params, now)
+    out: list[str] = []
+    w = out.append
+    parts = ",".join(ordered_partitions(job, pi.cluster))
+    w(f"Job {job.display_id or job.job_id} — user {job.user}, account {job.account}, "
+      f"partition {parts}, QOS {job.qos or '-'}")
+    w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
+      + f"; Slurm's current priority: {job.priority}")
+    w(f"fairshared, with the {algorithm} fair-share algorithm, evaluated at {_utc(now)} ({when}):")
+    pending = listed_by_sprio(job, params, now)
+    if job.priority == 0:
+        w("  the job is held (priority 0): Slurm does not rank it until it is released.")
+    elif not pending:
+        w("  the job is not eligible yet (begin time in the future), so Slurm does not rank it yet.")
+    for f in rows:
+        w(f"  {'' if pending else 'once eligible: '}priority {f.priority} in partition {f.partition}")
+    w("")
+    main = rows[0]
+    if main.direct:
+        w(f"An operator fixed this job's priority at {main.priority} (scontrol update priority=…): Slurm no")
+        w("longer computes it from factors, and nice changes are ignored, until the job is held and released.")
+    else:
+        w("Where the priority comes from (weights are the cluster's PriorityWeight* settings):")
+        weights = params.weights()
+        factor_total = sum(main.weighted.values()) + sum(main.tres_weighted.values())
+        w(f"  {'factor':<12} {'value':>10} {'weight':>8} {'points':>12} {'share':>7}")
+        for k in ("fairshare", "age", "jobsize", "partition", "qos", "assoc"):
+            pts = main.weighted[k]
+            share = f"{100 * pts / factor_total:.1f}%" if factor_total else "-"
+            w(f"  {LABEL[k]:<12} {main.factors[k]:>10.6f} {weights[k]:>8} {_fmt_points(pts):>12} {share:>7}")
+        for t, v in main.tres_weighted.items():
+            share = f"{100 * v / factor_total:.1f}%" if factor_total else "-"
+            w(f"  {'TRES ' + t:<12} {main.tres[t]:>10.6f} {params.weight_tres[t]:>8g} {_fmt_points(v):>12} {share:>7}")
+        w(f"  {'Site factor':<12} {'':>10} {'':>8} {main.site:>+12,}")
+        w(f"  {'Nice':<12} {'':>10} {'':>8} {-main.nice:>+12,}")
+        w(f"  {'Total':<12} {'':>10} {'':>8} {_fmt_points(main.total):>12}   → priority {main.priority}"
+          + (" (at least 1)" if main.total < 1 else " (cut to 2^32 − 1)" if main.total >= 2 ** 32
+             else " (the integer part)"))
+        w("")
+        w(_age_line(job, params, now))
+        nodes, cpus = pi.cluster.node_count, pi.cluster.cpu_count
+        if "SMALL_RELATIVE_TO_TIME" in params.flags:
+            w(f"Job size: {job.cpus} CPUs per minute of time limit, relative to the {cpus} CPUs of the cluster"
+              + (" (PriorityFavorSmall: 1 minus that)" if params.favor_small else "") + ".")
+        elif params.favor_small:
+            w(f"Job size (PriorityFavorSmall): the free part of the cluster: (({nodes} − {job.min_nodes}) / {nodes}"
+              f" + ({cpus} − {job.cpus}) / {cpus}) / 2 = {main.factors['jobsize']:.6f}.")
+        else:
+            w(f"Job size: ({job.min_nodes} of {nodes} nodes + {job.cpus} of {cpus} CPUs) / 2 = "
+              f"{main.factors['jobsize']:.6f}.")
+        p = pi.cluster.partitions.get(main.partition)
+        if p is not None:
+            if "NO_NORMAL_PART" in params.flags:
+                w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor}, used as is (NO_NORMAL_PART).")
+            else:
+                w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor} of the highest "
+                  f"{pi.cluster.part_max_priority}.")
+        qp = pi.cluster.qos_priority.get(job.qos, 0)
+        if "NO_NORMAL_QOS" in params.flags:
+            w(f"QOS {job.qos}: priority {qp}, used as is (NO_NORMAL_QOS).")
+        else:
+            w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster.qos_max_priority}.")
+        if job.site_factor:
+            w(f"Site factor {job.site_factor:+} was set by an operator or a site_factor plugin.")
+        if job.nice:
+            w(f"Nice {job.nice}: {'lowers' if job.nice > 0 else 'raises'} the priority by {abs(job.nice)}.")
+    w("")
+    out.extend(fairshare_path(result, tree, job, algorithm, float(cfg.get("dampening") or 1)))
+    w("")
+    out.extend(_neighbours(pi, result, params, now, job, neighbours))
+    return "\n".join(out) + "\n"
+
+
+def _age_line(job: Job, params: PriorityParams, now: int) -> str:
+    if not job.accrue_time:
+        return "Age: the job is not accruing age yet (no accrue time: not eligible, held, dependent or over a limit)."
+    waited = max(0, now - job.accrue_time)
+    if params.max_age and waited < params.max_age:
+        return (f"Age: waiting {_duration(waited)} of PriorityMaxAge {_duration(params.max_age)}: "
+                f"{waited} / {params.max_age} = {waited / params.max_age:.6f}.")
+    return f"Age: waiting {_duration(waited)}, at least PriorityMaxAge {_duration(params.max_age)}: the full 1.0."
+
+
+def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: float = 1.0) -> list[str]:
+    """The association path from root with shares, usage and the algorithm's per-level figure."""
+    index = assoc_index(result)
+    i = job_assoc(job, index)
+    lines: list[str] = []
+    w = lines.append
+    if i is None:
+        w(f"Fair share: {job.user} has no association in account {job.account}: Slurm gives factor 0.")
+        return lines
+    chain = []
+    x = i
+    while x >= 0:
+        chain.append(x)
+        x = int(tree.parent[x])
+    chain.reverse()
+    head = {"fair_tree": "LevelFS = NormShares / EffectvUsage at each level; users are ranked depth first, "
+                         "higher LevelFS first",
+            "classic": "EffectvUsage mixes own and parent usage; F = 2^(−EffectvUsage / NormShares / d)",
+            "level_based": "per level F = 2^(−U / (0.1 + 0.9·S)) in a bucket of the 64-bit FSRaw; "
+                           "users sorted by FSRaw"}[algorithm]
+    w(f"Fair share ({algorithm}): {head}.")
+    w(f"  {'association':<24} {'shares':<22} {'usage':<28} {'figure':<26} place")
+    fsp = tree.fs_parent
+    root_usage = float(tree.usage[0])
+    for depth, a in enumerate(chain):
+        name = ("  " * max(depth - 1, 0)) + (tree.user[a] and f"{tree.user[a]} ({tree.account[a]})" or tree.account[a])
+        if a == 0:
+            w(f"  {name:<24} {'':<22} {_num(root_usage) + ' (all usage)':<28}")
+            continue
+        usage = float(tree.usage[a])
+        if tree.use_parent[a]:
+            sh = "parent"
+        else:
+            ls = int(tree.level_shares[a])
+            sh = f"{int(tree.shares[a])} of {ls}" + (f" = {int(tree.shares[a]) / ls:.4f}" if ls else "")
+        p = int(fsp[a])
+        pu = float(tree.usage[p]) if p >= 0 else root_usage
+        if algorithm == "classic":
+            us = f"{_num(usage)} = {100 * usage / root_usage:.1f}% of all" if root_usage else f"{_num(usage)}"
+            fig = f"EffUsage {float(result.effective_usage[a]):.4f} F {float(result.fairshare[a]):.4f}"
+        elif algorithm == "fair_tree":
+            us = f"{_num(usage)} = {100 * usage / pu:.1f}% of {tree.account[p]}" if pu else _num(usage)
+            lf = float(result.level_fs[a])
+            fig = "LevelFS " + ("(parent's)" if math.isnan(lf) else _lfs(lf))
+        else:
+            us = f"{_num(usage)} = {100 * usage / pu:.1f}% of {tree.account[p]}" if pu else _num(usage)
+            lf = float(result.level_fs[a])
+            raw = int(result.fs_raw[a])
+            parent_raw = int(result.fs_raw[int(tree.parent[a])])
+            fig = ("F " + ("-" if math.isnan(lf) else f"{lf:.4f}") + f" bucket {raw ^ parent_raw:016X}")
+        w(f"  {name:<24} {sh:<22} {us:<28} {fig:<26} {_place(result, tree, a, algorithm)}")
+    f = float(result.fairshare[i])
+    n_users = int(tree.is_user.sum())
+    if algorithm == "fair_tree":
+        rank = round(f * n_users)
+        w(f"  {job.user}'s fair-share factor {f:.6f} = {rank} / {n_users}: "
+          f"{_ordinal(n_users - rank + 1)} of {n_users} user associations (ties share a rank).")
+    elif algorithm == "level_based":
+        rank = round(f * n_users)
+        w(f"  {job.user}'s FSRaw {int(result.fs_raw[i]):016X}; fair-share factor {f:.6f} ≈ {rank} / {n_users}"
+          f" ({_ordinal(n_users - rank)} of {n_users} users; the best gets (n−1)/n).")
+    else:
+        s = float(result.norm_shares[i])
+        ue = float(result.effective_usage[i])
+        w(f"  {job.user}'s fair-share factor {f:.6f} = 2^(−{ue:.6f} / {s:.6f} / {dampening:g}) "
+          f"(EffectvUsage / NormShares / FairShareDampeningFactor); 0.5 = usage exactly matches shares.")
+    return lines
+
+
+def _num(x: float) -> str:
+    return f"{math.floor(x):,}"
+
+
+def _lfs(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.4f}"
+
+
+def _place(result: Result, tree, a: int, algorithm: str) -> str:
+    """Position among the associations it competes with (same fair-share parent)."""
+    fsp = tree.fs_parent
+    sibs = [s for s in range(tree.n) if s != 0 and fsp[s] == fsp[a] and not tree.use_parent[s]]
+    if tree.use_parent[a] or len(sibs) < 1:
+        return ""
+    if algorithm == "classic":
+        key = {s: float(result.fairshare[s]) for s in sibs}
+    else:
+        key = {s: float(result.level_fs[s]) for s in sibs}
+    better = sum(1 for s in sibs if key[s] > key[a])
+    return f"{_ordinal(better + 1)} of {len(sibs)}"
+
+
+def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now: int, job: Job,
+                n: int) -> list[str]:
+    entries = queue_entries(pi, result, params, now)
+    mine = [k for k, e in enumerate(entries) if e.job.job_id == job.job_id]
+    lines: list[str] = []
+    if not mine:
+        lines.append("Queue: the job is not in the queue Slurm ranks (held, not eligible, or not pending).")
+        return lines
+    k = mine[0]
+    me = entries[k]
+    same = [e for e in entries if e.partition == me.partition]
+    pos = next(q for q, e in enumerate(same) if e.job.job_id == job.job_id)
+    lines.append(f"Queue in partition {me.partition}: {_ordinal(pos + 1)} of {len(same)} "
+                 "(order: PriorityTier, priority, submit time, job id).")
+    ahead = same[max(0, pos - n):pos]
+    behind = same[pos + 1:pos + 1 + n]
+    if ahead:
+        lines.append("Just ahead of it:")
+        for e in reversed(ahead):
+            lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
+                         f"{e.priority - me.priority:+,} — {_why(e, me)}")
+    else:
+        lines.append("Nothing is ahead of it in this partition.")
+    if behind:
+        lines.append("Just behind it:")
+        for e in behind:
+            lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
+                         f"{e.priority - me.priority:+,} — {_why(e, me)}")
+    return lines
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    pi = load_inputs(args)
+    warn(pi)
+    now, when = evaluation_time(args.at, pi, live(args))
+    algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
+    save_if_asked(args, pi, now)
+    sys.stdout.write(explain_text(pi, args.job, algorithm, now, when, args.neighbours))
+    return 0

@@ -1,0 +1,68 @@
+"""``fairshared sprio``: Slurm's ``sprio -l`` from our own computation.
+
+The formulas are :mod:`fairshared.priority`'s, the fair-share factor our engine's, optionally
+under another fair-share algorithm than the cluster's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..engine import ALGORITHMS
+from ..engine.ranks import fairshare_of
+from ..priority import PriorityParams, SprioRow, render_sprio, render_sprio_weights, sprio
+from . import name_list
+from .common import add_at, add_source, default_algorithm, engine_result, evaluation_time, live, load_inputs, \
+    save_if_asked, warn
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sprio",
+        help="job priorities like `sprio -l`, computed by fairshared (optionally under another algorithm)",
+        description="Print every pending job's priority factors as Slurm 22.05's `sprio -l` does (same "
+        "columns, widths and rounding), computed from the cluster's weights and our own fair-share "
+        "factors.  --algorithm shows what they would be under another fair-share algorithm.",
+    )
+    add_source(p)
+    p.add_argument("--algorithm", choices=ALGORITHMS,
+                   help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    add_at(p)
+    p.add_argument("-j", "--jobs", type=name_list, metavar="ID[,ID]", help="as sprio -j: only these jobs (123 or 123_4)")
+    p.add_argument("-u", "--user", type=name_list, metavar="USER[,USER]", help="as sprio -u: only these users' jobs")
+    p.add_argument("-p", "--partition", type=name_list, metavar="PART[,PART]",
+                   help="as sprio -p: only the rows of these partitions")
+    p.add_argument("-w", "--weights", action="store_true",
+                   help="print the configured weights exactly as `sprio -w` does (its short format) instead of jobs")
+    p.set_defaults(func=cmd_sprio)
+
+
+def cmd_sprio(args: argparse.Namespace) -> int:
+    pi = load_inputs(args)
+    warn(pi)
+    now, _ = evaluation_time(args.at, pi, live(args))
+    cfg = pi.snapshot.config or {}
+    algorithm = args.algorithm or default_algorithm(cfg)
+    result = engine_result(pi.snapshot, algorithm)
+    params = PriorityParams.from_config(cfg)
+    save_if_asked(args, pi, now)
+    if args.weights:
+        sys.stdout.write(render_sprio_weights(params, cfg.get("weight_tres_text"), user_column=bool(args.user)))
+        return 0
+    rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster, params, now) if _wanted(r, args)]
+    if args.format == "json":
+        json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_sprio(rows, version=pi.cluster.slurm_version))
+    return 0
+
+
+def _wanted(row: SprioRow, args: argparse.Namespace) -> bool:
+    """sprio's -j, -u and -p (src/sprio/filter.c): a row passes when it matches every list given."""
+    return ((not args.jobs or str(row.job_id) in args.jobs)
+            and (not args.user or row.user in args.user)
+            and (not args.partition or row.partition in args.partition))

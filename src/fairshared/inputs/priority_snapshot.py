@@ -1,0 +1,147 @@
+"""The snapshot file as ``sprio``, ``explain``, ``compare`` and ``compute`` read and write it.
+
+One document (described field by field in ``docs/snapshot-format.md``): the association tree and
+config of :mod:`fairshared.inputs.snapshot`, plus a ``priority_inputs`` block with the pending
+jobs, the cluster's partitions, QOS and node/CPU counts, and sshare's FairShare column.  A
+snapshot without that block (an older one, or one saved from an sshare dump's tree) reads as a
+cluster with no pending jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+
+from ..model import InputError, Job
+from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
+from ..sources.slurm_text import release_of
+from .snapshot import parse_document, snapshot_from_dict, snapshot_to_dict
+
+__all__ = ["PRIORITY_INPUTS_VERSION", "inputs_from_dict", "inputs_to_dict", "load_inputs_file", "read_text",
+           "save_inputs"]
+
+PRIORITY_INPUTS_VERSION = 1
+
+
+def read_text(path: str) -> tuple[str, str]:
+    """The text of ``path`` ('-' = standard input) and the name to report it by."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8", errors="strict") as fh:
+            return fh.read(), path
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"is not UTF-8 text ({exc.reason})", path) from None
+
+
+def inputs_to_dict(pi: PriorityInputs, evaluated_at: float | None) -> dict:
+    """A snapshot document (``compute`` reads it too) with a ``priority_inputs`` block."""
+    doc = snapshot_to_dict(pi.snapshot)
+    c = pi.cluster
+    doc["priority_inputs"] = {
+        "version": PRIORITY_INPUTS_VERSION,
+        "evaluated_at": evaluated_at,
+        "last_calc": pi.last_calc,
+        "cluster": {
+            "node_count": c.node_count,
+            "cpu_count": c.cpu_count,
+            "assoc_priority_max": c.assoc_priority_max,
+            "tres_order": list(c.tres_order),
+            "qos": dict(c.qos_priority),
+            "partitions": [
+                {"name": p.name, "priority_job_factor": p.priority_job_factor, "priority_tier": p.priority_tier,
+                 "max_time": p.max_time, "tres": dict(p.tres)}
+                for p in c.partitions.values()
+            ],
+        },
+        "jobs": [{**{k: v for k, v in asdict(j).items() if k != "partition"}, "partitions": list(j.partitions),
+                  "tres": dict(j.tres)} for j in pi.jobs],
+        "slurm_fairshare": None if pi.slurm_fairshare is None else [
+            {"account": a, "user": u, "partition": p, "fairshare": f} for (a, u, p), f in pi.slurm_fairshare.items()
+        ],
+    }
+    return doc
+
+
+_JOB_INT = ("job_id", "priority", "nice", "site_factor", "submit_time", "eligible_time", "accrue_time",
+            "min_nodes", "cpus", "assoc_priority")
+
+
+def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
+    """A snapshot document → PriorityInputs; without a ``priority_inputs`` block: no jobs, default cluster."""
+    snap = snapshot_from_dict(doc, name)
+    block = doc.get("priority_inputs") if isinstance(doc, dict) else None
+    if block is None:
+        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[], evaluated_at=snap.taken_at)
+    where = f"{name}: priority_inputs"
+    if not isinstance(block, dict) or block.get("version") != PRIORITY_INPUTS_VERSION:
+        raise InputError(f"is not a version {PRIORITY_INPUTS_VERSION} object", where)
+    try:
+        c = block.get("cluster") or {}
+        parts = {}
+        for i, p in enumerate(c.get("partitions") or []):
+            mt = p.get("max_time")
+            parts[str(p["name"])] = PartitionInfo(
+                name=str(p["name"]), priority_job_factor=int(p.get("priority_job_factor", 1)),
+                priority_tier=int(p.get("priority_tier", 1)), max_time=None if mt is None else int(mt),
+                tres={str(k): int(v) for k, v in (p.get("tres") or {}).items()})
+        cluster = ClusterInfo(
+            partitions=parts,
+            qos_priority={str(k): int(v) for k, v in (c.get("qos") or {}).items()},
+            node_count=int(c.get("node_count", 1)), cpu_count=int(c.get("cpu_count", 1)),
+            assoc_priority_max=int(c.get("assoc_priority_max", 0)),
+            tres_order=tuple(c.get("tres_order") or ClusterInfo().tres_order),
+            slurm_version=release_of(snap.config or {}),
+        )
+        if cluster.node_count < 1 or cluster.cpu_count < 1:
+            raise ValueError("node_count and cpu_count must be >= 1")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"bad cluster description ({exc})", where) from None
+    jobs = []
+    if not isinstance(block.get("jobs") or [], list):
+        raise InputError("jobs is not a list", where)
+    for i, j in enumerate(block.get("jobs") or []):
+        try:
+            kw = {k: int(j[k]) for k in _JOB_INT if k in j and j[k] is not None}
+            tl = j.get("time_limit")
+            kw.setdefault("priority", 1)
+            jobs.append(Job(
+                user=str(j["user"]), account=str(j["account"]),
+                partition=",".join(str(p) for p in j["partitions"]),
+                qos=str(j.get("qos", "normal")), state=str(j.get("state", "PENDING")),
+                direct_set_prio=bool(j.get("direct_set_prio", False)),
+                time_limit=None if tl is None else int(tl),
+                tres={str(k): int(v) for k, v in (j.get("tres") or {}).items()},
+                display_id=str(j.get("display_id") or j["job_id"]), reason=str(j.get("reason", "")),
+                **kw))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"is not a job record ({exc})", f"{where}.jobs[{i}]") from None
+    fs = block.get("slurm_fairshare")
+    slurm_fs = None
+    if fs is not None:
+        try:
+            slurm_fs = {(r["account"], r["user"], r.get("partition")): float(r["fairshare"]) for r in fs}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"bad slurm_fairshare ({exc})", where) from None
+    ev = block.get("evaluated_at")
+    return PriorityInputs(snapshot=snap, cluster=cluster, jobs=jobs, last_calc=block.get("last_calc"),
+                          slurm_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
+
+
+def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None) -> None:
+    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back)."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(inputs_to_dict(pi, evaluated_at), fh, indent=1)
+            fh.write("\n")
+    except OSError as exc:
+        raise InputError(f"cannot write snapshot: {exc.strerror}", path) from None
+
+
+def load_inputs_file(path: str) -> PriorityInputs:
+    """Read a snapshot file (``-`` = standard input); an sshare dump or bad JSON names the file."""
+    text, name = read_text(path)
+    return inputs_from_dict(parse_document(text, name), name)
