@@ -261,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_recompute)
     __import__("fairshared.commands.priority_cmds", fromlist=["register"]).register(sub)
     __import__("fairshared.commands.usage", fromlist=["register"]).register(sub)
+    __import__("fairshared.commands.whatif_cmd", fromlist=["register"]).register(sub)
     return parser
 
 
