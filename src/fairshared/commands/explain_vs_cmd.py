@@ -56,12 +56,8 @@ def _f(x) -> str:
     return "inf" if x == "inf" else "-" if x is None else f"{x:.6f}"
 
 
-def _times(x) -> str:
-    if x is None:
-        return "undefined (both 0)"
-    if x == "inf":
-        return "infinitely"
-    return "the same" if x == 1 else f"{x:.3g} ×"
+def _ratio(x) -> str:
+    return "undefined (both 0)" if x is None else "inf" if x == "inf" else f"{x:.3g}"
 
 
 def render_vs(data: dict, when: str = "") -> str:
@@ -135,9 +131,11 @@ def _fair_tree_text(d: dict, w) -> None:
         w(f"  Their LevelFS are equal; Slurm's sort put {first['name']} first ({d['tie_broken_by']}), so its "
           "users were ranked first and the other's first user repeats the last rank handed out.")
     else:
-        w(f"  {first['name']} has the larger LevelFS, so all of its users rank above all of {second['name']}'s: "
-          f"{first['name']} has {_times(d['shares_ratio'])} the shares and {_times(d['usage_ratio'])} the usage "
-          f"of {second['name']} ({', '.join(d['reasons'])}).")
+        who = "all of its users rank" if first["kind"] == "account" else "it ranks"
+        whom = f"all of {second['name']}'s" if second["kind"] == "account" else second["name"]
+        w(f"  {first['name']} has the larger LevelFS, so {who} above {whom}.  Shares {first['name']} / "
+          f"{second['name']} = {_ratio(d['shares_ratio'])}, usage {first['name']} / {second['name']} = "
+          f"{_ratio(d['usage_ratio'])}: {', '.join(d['reasons'])}.")
 
 
 def _level_based_text(d: dict, w) -> None:

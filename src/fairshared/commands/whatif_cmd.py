@@ -33,24 +33,22 @@ class _EditAction(argparse.Action):
         namespace.edits = edits
 
 
-def _target(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fair-share factor between 0 and 1")
-    return v
+def _in_range(kind, lo, hi, what: str):
+    """argparse type: a ``kind`` (float or int) in [lo, hi] (hi None: no upper bound)."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a number' if kind is float else 'a whole number'}") \
+                from None
+        if v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+        return v
+    return parse
 
 
-def _rank(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: ranks start at 1")
-    return v
+_target = _in_range(float, 0.0, 1.0, "a fair-share factor is between 0 and 1")
+_rank = _in_range(int, 1, None, "ranks start at 1")
 
 
 def register(subparsers) -> None:
