@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--signal", action="store_true", help="use SIGUSR1 and the pid/status files instead of HTTP")
     q.add_argument("--timeout", type=_positive_float, default=300.0, metavar="SECONDS")
     q.set_defaults(func=cmd_recompute)
-    for name in ("sprio", "explain", "compare", "usage"):
+    for name in ("sprio", "explain", "compare", "usage", "whatif_cmd"):
         __import__(f"fairshared.commands.{name}", fromlist=["register"]).register(sub)
     return parser
 

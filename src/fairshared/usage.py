@@ -355,6 +355,16 @@ class UsagePolicy:
         # range: ln d <= 0 (0 without decay)
         return math.log1p(-SLURM_LN2 / self.half_life) if self.half_life > 0 else 0.0
 
+    def decay_over(self, seconds):
+        # d^Δ = exp(Δ·ln d): what the decay thread multiplies every usage by after Δ seconds (_apply_decay)
+        # range: (0, 1] (1 without decay); Δ a number or an array of them
+        return np.exp(self.log_decay() * np.asarray(seconds, dtype=float))
+
+    def period_decay(self, periods=1):
+        # d^(k·P): every association's usage after k calc periods in which nobody runs, over its usage now
+        # range: (0, 1]; the whole tree shrinks by the same factor, so usage *ratios* do not change
+        return self.decay_over(np.asarray(periods, dtype=float) * self.calc_period)
+
     # -- iterations -----------------------------------------------------------------------------
 
     def first_iteration_at_or_after(self, t: float) -> float:
@@ -430,8 +440,7 @@ def slurm_job_usage(start, end, bill, t, policy: UsagePolicy, cutoff: float | No
     kR = -np.inf if cutoff is None else math.ceil((cutoff - a) / P)  # first iteration not wiped by the reset
     hi = np.minimum(kE, n)
 
-    def dpow(x):  # d^x
-        return np.exp(lnd * x)
+    dpow = policy.decay_over  # d^x
 
     # the first, partial chunk, charged at t_k0: Δ0 = t_k0 − s
     first = started & (k0 >= kR) & (k0 <= hi)

@@ -47,6 +47,7 @@ def register(subparsers) -> None:
                    help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
     add_at(e)
     e.add_argument("--neighbours", type=int, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
+    __import__("fairshared.commands.explain_vs_cmd", fromlist=["add_arguments"]).add_arguments(e)
     e.set_defaults(func=cmd_explain)
 
 
@@ -339,6 +340,8 @@ def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if getattr(args, "vs", None):
+        return __import__("fairshared.commands.explain_vs_cmd", fromlist=["x"]).cmd_explain_vs(args)
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args))

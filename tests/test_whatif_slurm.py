@@ -1,0 +1,137 @@
+"""``explain --vs`` and ``whatif`` against a real Slurm (deploy/dev-cluster; run with ``-m slurm``).
+
+Scenario (accounts, users and the QOS prefixed ``wi``; removed again in a ``finally``):
+
+* tree: ``wia`` (fairshare 60) with wiu1 (1) and wiu2 (3); ``wib`` (40) with wiu3 (1);
+* usage: one short real job each, of different sizes, so that no two siblings tie (a tie would
+  make the ranks depend on the sibling order, which is not what this test is about);
+* a job in QOS ``wifill`` (UsageFactor 0) fills the node, so the jobs after it stay pending without
+  charging usage between slurmctld's iteration and our reads;
+* pending jobs from every user in one partition each (a single sprio row per job).
+
+(a) For several pairs, the side ``explain --vs`` says ranks higher is the side ``sprio`` ranks
+higher, and its stated point difference equals the difference of sprio's PRIORITY column.  The
+priorities are frozen as in test_sprio_slurm: slurmctld is restarted (it recomputes every pending
+job at one start_time) and both sides are read within that one iteration, ``--at last-calc``.
+(b) ``whatif --shares wia/wiu1=5`` predicts FairShare values; ``sacctmgr modify`` then applies the
+edit for real and, after slurmctld's next calculation, sshare shows the predicted values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import slurm_cluster as sc
+
+pytestmark = pytest.mark.slurm
+
+USERS = ["wiu1", "wiu2", "wiu3"]
+ACCOUNTS = ["wia", "wib"]
+FILL_QOS = "wifill"
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def _cleanup():
+    for u in USERS:
+        sc.run(["scancel", f"--user={u}"], check=False)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if not sc.run(["squeue", "-h", "-o", "%i", f"--user={','.join(USERS)}"], check=False).stdout.split():
+            break
+        time.sleep(0.5)
+    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
+    sc.sacctmgr("delete", "account", "name=" + ",".join(ACCOUNTS), check=False)
+    sc.sacctmgr("delete", "qos", "name=" + FILL_QOS, check=False)
+
+
+def _fairshared(*args: str) -> str:
+    env = dict(sc.current().env)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "fairshared", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    sc.cluster_or_skip("fair_tree")
+    _cleanup()
+    sc.wait_quiet(300)
+    try:
+        for u in USERS:
+            sc.add_unix_user(u)
+        sc.sacctmgr("add", "qos", FILL_QOS, "usagefactor=0")
+        c = f"cluster={sc.CLUSTER_NAME}"
+        sc.sacctmgr("add", "account", "wia", "fairshare=60", c)
+        sc.sacctmgr("add", "account", "wib", "fairshare=40", c)
+        qos = f"qos=normal,{FILL_QOS}"
+        for user, acct, shares in [("wiu1", "wia", 1), ("wiu2", "wia", 3), ("wiu3", "wib", 1)]:
+            sc.sacctmgr("add", "user", user, f"account={acct}", f"fairshare={shares}", qos, c)
+        used = [sc.submit("wiu1", "wia", 1024, 4), sc.submit("wiu2", "wia", 128, 3),
+                sc.submit("wiu3", "wib", 512, 5)]
+        sc.wait_jobs(used, timeout=180)
+        fill = sc.submit("wiu3", "wib", 4096, 3600, extra=[f"--qos={FILL_QOS}"])
+        sc.wait_running(fill)
+        jobs = {
+            "u1_debug": sc.submit("wiu1", "wia", 10, 3600, partition="debug"),
+            "u2_high": sc.submit("wiu2", "wia", 100, 3600, partition="high"),
+            "u3_debug": sc.submit("wiu3", "wib", 20, 3600, partition="debug"),
+            "u2_debug": sc.submit("wiu2", "wia", 1, 3600, partition="debug", extra=["--nice=50"]),
+        }
+        yield jobs
+    finally:
+        _cleanup()
+        sc.ensure_cluster("fair_tree")
+
+
+def _sprio_priorities() -> dict[int, int]:
+    out = sc.run(["sprio", "-h", "-o", "%i %Y"]).stdout
+    return {int(i): int(p) for i, p in (line.split() for line in out.splitlines() if line.strip())}
+
+
+PAIRS = [("u1_debug", "u2_high"), ("u2_high", "u3_debug"), ("u3_debug", "u1_debug"), ("u2_debug", "u1_debug")]
+
+
+@pytest.mark.parametrize("algorithm", ["fair_tree", "classic"])
+def test_explain_vs_agrees_with_sprio(scenario, algorithm):
+    sc.ensure_cluster(algorithm)
+    for _ in range(3):
+        sc.restart_ctld()
+        before = sc.last_decay_ran()
+        prio = _sprio_priorities()
+        ours = {}
+        for a, b in PAIRS:
+            ours[(a, b)] = json.loads(_fairshared(
+                "explain", str(scenario[a]), "--vs", str(scenario[b]), "--source", "slurm",
+                "--at", "last-calc", "--format", "json"))
+        if sc.last_decay_ran() == before:
+            break
+    else:
+        raise AssertionError("slurmctld kept recomputing priorities during the reads")
+    for (a, b), d in ours.items():
+        ja, jb = scenario[a], scenario[b]
+        want = prio[ja] - prio[jb]
+        assert d["points"]["total"] == want, (a, b, d["points"])
+        assert d["higher"] == ("a" if want > 0 else "b" if want < 0 else None), (a, b)
+
+
+def test_whatif_shares_prediction_comes_true(scenario):
+    sc.ensure_cluster("fair_tree")
+    sc.wait_next_calc()
+    predicted = json.loads(_fairshared("whatif", "--source", "slurm", "--shares", "wia/wiu1=5",
+                                       "--format", "json"))
+    want = {r["user"]: r["fairshare_after"] for r in predicted["users"] if r["user"] in USERS}
+    try:
+        sc.sacctmgr("modify", "user", "where", "name=wiu1", "account=wia", "set", "fairshare=5")
+        sc.wait_next_calc()
+        got = {r["User"]: float(r["FairShare"]) for r in sc.sshare_rows() if r.get("User") in USERS}
+        assert {u: f"{v:f}" for u, v in got.items()} == {u: f"{v:f}" for u, v in want.items()}
+    finally:
+        sc.sacctmgr("modify", "user", "where", "name=wiu1", "account=wia", "set", "fairshare=1", check=False)
