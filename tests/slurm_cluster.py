@@ -423,3 +423,32 @@ def bounce_slurmdbd(away: float = 3.0) -> None:
     if _current is None:
         raise ClusterError("bounce_slurmdbd: no cluster")
     _script(_up_argv(_current.priority, _current.settings), UP_TIMEOUT)
+
+
+def remove_objects(users: Sequence[str], accounts: Sequence[str] = (), qos: Sequence[str] = ()) -> None:
+    """A test's clean-up: cancel its users' jobs, wait until they are gone, then delete the users,
+    the accounts (children first: give them in creation order) and the QOS.  Missing ones are fine."""
+    for u in users:
+        run(["scancel", f"--user={u}"], check=False)
+    deadline = time.monotonic() + 120
+    while run(["squeue", "-h", "-o", "%i", f"--user={','.join(users)}"], check=False).stdout.split():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    sacctmgr("delete", "user", "name=" + ",".join(users), check=False)
+    if accounts:
+        sacctmgr("delete", "account", "name=" + ",".join(reversed(list(accounts))), check=False)
+    if qos:
+        sacctmgr("delete", "qos", "name=" + ",".join(qos), check=False)
+
+
+def fairshared(*args: str) -> str:
+    """``python -m fairshared ARGS`` of this checkout against the current cluster; its stdout (exit 0 asserted)."""
+    import sys
+
+    env = dict(_current.env if _current else cluster_env())
+    env["PYTHONPATH"] = str(REPO_ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "fairshared", *args], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

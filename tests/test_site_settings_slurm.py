@@ -51,16 +51,7 @@ MEM_BILLED = ("ssu4", "stb1", "high")  # its job: 2 CPUs (billed 4/s) and 24 GB 
 
 
 def _cleanup():
-    for u in USERS:
-        sc.run(["scancel", f"--user={u}"], check=False)
-    deadline = time.monotonic() + 120
-    while sc.run(["squeue", "-h", "-o", "%i", f"--user={','.join(USERS)}"], check=False).stdout.split():
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
-    sc.sacctmgr("delete", "account", "name=" + ",".join(reversed(ACCOUNTS)), check=False)
-    sc.sacctmgr("delete", "qos", "name=" + ",".join([*QOS, FILL_QOS]), check=False)
+    sc.remove_objects(USERS, ACCOUNTS, [*QOS, FILL_QOS])
 
 
 @pytest.fixture(scope="module")

@@ -36,9 +36,6 @@ SITE cut to 10 characters) and the whole table byte for byte; for Fair Tree and 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -62,31 +59,14 @@ if sc.SERIES >= (23, 2):  # sprio -l shows ACCOUNT (%.8o) after USER and QOSNAME
 
 
 def _cleanup():
-    for u in USERS:
-        sc.run(["scancel", f"--user={u}"], check=False)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        left = sc.run(["squeue", "-h", "-o", "%i", f"--user={','.join(USERS)}"], check=False).stdout.split()
-        if not left:
-            break
-        time.sleep(0.5)
-    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
-    sc.sacctmgr("delete", "account", "name=" + ",".join(reversed(ACCOUNTS)), check=False)
-    sc.sacctmgr("delete", "qos", "name=" + ",".join([*QOS, FILL_QOS]), check=False)
+    sc.remove_objects(USERS, ACCOUNTS, [*QOS, FILL_QOS])
 
 
 def _submit(user, account, cpus, partition=None, extra=()):
     return sc.submit(user, account, cpus, 3600, partition=partition, extra=list(extra))
 
 
-def _wait_running(job_id, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = sc.run(["squeue", "-h", "-j", str(job_id), "-o", "%T"]).stdout.strip()
-        if state == "RUNNING":
-            return
-        time.sleep(0.3)
-    raise TimeoutError(f"job {job_id} did not start")
+_wait_running = sc.wait_running
 
 
 @pytest.fixture(scope="module")
@@ -143,13 +123,7 @@ def scenario():
 _last_decay_ran = sc.last_decay_ran
 
 
-def _fairshared(*args: str) -> str:
-    env = dict(sc.current().env)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "fairshared", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+_fairshared = sc.fairshared
 
 
 def _read_both():

@@ -20,10 +20,6 @@ edit for real and, after slurmctld's next calculation, sshare shows the predicte
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,25 +34,10 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 
 def _cleanup():
-    for u in USERS:
-        sc.run(["scancel", f"--user={u}"], check=False)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if not sc.run(["squeue", "-h", "-o", "%i", f"--user={','.join(USERS)}"], check=False).stdout.split():
-            break
-        time.sleep(0.5)
-    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
-    sc.sacctmgr("delete", "account", "name=" + ",".join(ACCOUNTS), check=False)
-    sc.sacctmgr("delete", "qos", "name=" + FILL_QOS, check=False)
+    sc.remove_objects(USERS, ACCOUNTS, [FILL_QOS])
 
 
-def _fairshared(*args: str) -> str:
-    env = dict(sc.current().env)
-    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "fairshared", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+_fairshared = sc.fairshared
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import datetime as _dt
 import io
 import sys
 import time
+from dataclasses import dataclass
 
 from ..engine import Params, build_tree, compute
 from ..engine.result import Result
@@ -126,6 +127,29 @@ def live(args: argparse.Namespace) -> bool:
     """Whether the inputs come from the live cluster (not --demo, --snapshot or --from-sshare)."""
     return not (getattr(args, "snapshot", None) or getattr(args, "from_sshare", None)
                 or getattr(args, "demo", False))
+
+
+@dataclass
+class Evaluated:
+    """Inputs read, the time the age factor is evaluated at (and a phrase saying which), the
+    algorithm chosen and the engine's result for it."""
+
+    pi: PriorityInputs
+    now: int
+    when: str
+    config: dict
+    algorithm: str
+    result: Result
+
+
+def evaluate(args: argparse.Namespace) -> Evaluated:
+    """What sprio and explain --vs start from: load, warn, pick the time and the algorithm, compute."""
+    pi = load_inputs(args)
+    warn(pi)
+    now, when = evaluation_time(args.at, pi, live(args))
+    cfg = pi.snapshot.config or {}
+    algorithm = args.algorithm or default_algorithm(cfg)
+    return Evaluated(pi, now, when, cfg, algorithm, engine_result(pi.snapshot, algorithm))
 
 
 def warn(pi: PriorityInputs) -> None:

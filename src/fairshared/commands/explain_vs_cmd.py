@@ -13,7 +13,7 @@ import sys
 
 from ..explain_vs import explain_vs
 from ..priority import PriorityParams
-from .common import default_algorithm, engine_result, evaluation_time, live, load_inputs, warn
+from .common import evaluate
 from .explain import _utc
 
 
@@ -27,12 +27,8 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
 
 
 def cmd_explain_vs(args: argparse.Namespace) -> int:
-    pi = load_inputs(args)
-    warn(pi)
-    now, when = evaluation_time(args.at, pi, live(args))
-    cfg = pi.snapshot.config or {}
-    algorithm = args.algorithm or default_algorithm(cfg)
-    result = engine_result(pi.snapshot, algorithm)
+    ev = evaluate(args)
+    pi, now, when, cfg, result = ev.pi, ev.now, ev.when, ev.config, ev.result
     data = explain_vs(result, pi.jobs, pi.cluster, PriorityParams.from_config(cfg), now, args.job, args.vs,
                       sibling_order=pi.snapshot.sibling_order, dampening=float(cfg.get("dampening") or 1),
                       priority_levels=cfg.get("priority_levels"))

@@ -14,8 +14,7 @@ from ..engine import ALGORITHMS
 from ..engine.ranks import fairshare_of
 from ..priority import PriorityParams, SprioRow, render_sprio, render_sprio_weights, sprio
 from . import name_list
-from .common import add_at, add_source, default_algorithm, engine_result, evaluation_time, live, load_inputs, \
-    save_if_asked, warn
+from .common import add_at, add_source, evaluate, save_if_asked
 
 
 def register(subparsers) -> None:
@@ -41,12 +40,8 @@ def register(subparsers) -> None:
 
 
 def cmd_sprio(args: argparse.Namespace) -> int:
-    pi = load_inputs(args)
-    warn(pi)
-    now, _ = evaluation_time(args.at, pi, live(args))
-    cfg = pi.snapshot.config or {}
-    algorithm = args.algorithm or default_algorithm(cfg)
-    result = engine_result(pi.snapshot, algorithm)
+    ev = evaluate(args)
+    pi, now, cfg, result = ev.pi, ev.now, ev.config, ev.result
     params = PriorityParams.from_config(cfg)
     save_if_asked(args, pi, now)
     if args.weights:
