@@ -21,10 +21,14 @@ slurmdbd away and back      name (no reload: kept)   lineage
 
 from __future__ import annotations
 
+import io
+from dataclasses import replace
+
 import pytest
 
 import slurm_cluster as sc
 from fairshared.engine import compute
+from fairshared.inputs.sshare_dump import parse_sshare
 from fairshared.sources.slurm_cli import SlurmCli
 
 pytestmark = pytest.mark.slurm
@@ -47,16 +51,28 @@ def _add_user(user):
                 f"cluster={sc.CLUSTER_NAME}")
 
 
-def mismatches(source: SlurmCli):
-    """(order kind the source used, [users whose FairShare differs from sshare's])."""
-    snap = source.snapshot(jobs=False)
-    result = compute(snap.associations, "fair_tree")
+def _users_fairshare(result) -> dict:
     t = result.tree
-    ours = {(t.account[i], t.user[i]): f"{result.fairshare[i]:f}" for i in range(t.n) if t.user[i]}
-    theirs = {(r["Account"].strip(), r["User"]): r["FairShare"] for r in sc.sshare_rows() if r["User"]}
+    return {(t.account[i], t.user[i]): f"{result.fairshare[i]:f}" for i in range(t.n) if t.user[i]}
+
+
+def mismatches(source: SlurmCli):
+    """(order kind the source used, [users whose FairShare differs from sshare's], [the same for
+    ``compute --from-sshare`` on sshare's own dump, whose tie order comes from its FairShare column])."""
+    snap = source.snapshot(jobs=False)
+    ours = _users_fairshare(compute(snap.associations, "fair_tree"))
+    text = sc.run(["sshare", "-a", "-l", "-P"]).stdout
+    lines = text.splitlines()
+    header = lines[0].split("|")
+    theirs = {(r["Account"].strip(), r["User"]): r["FairShare"]
+              for r in (dict(zip(header, ln.split("|"))) for ln in lines[1:] if ln) if r["User"]}
     assert set(ours) == set(theirs), (set(ours) ^ set(theirs))
     bad = [f"{k}: ours {ours[k]} sshare {theirs[k]}" for k in sorted(theirs) if ours[k] != theirs[k]]
-    return snap.sibling_order, bad
+    dump = parse_sshare(io.StringIO(text), "sshare -a -l -P").associations
+    dumped = _users_fairshare(compute(dump, "fair_tree"))
+    bad_dump = [f"{k}: from the dump {dumped[k]} sshare {theirs[k]}" for k in sorted(theirs) if dumped[k] != theirs[k]]
+    by_rows = _users_fairshare(compute([replace(a, order=i) for i, a in enumerate(dump)], "fair_tree"))
+    return snap.sibling_order, bad, bad_dump, by_rows == theirs
 
 
 def test_sibling_order_in_every_state(slurm, capsys):
@@ -99,8 +115,15 @@ def test_sibling_order_in_every_state(slurm, capsys):
 
     with capsys.disabled():  # the measurement shows in every run, not only with -s
         print(f"\nsibling order on Slurm {slurm.version}: "
-              + "; ".join(f"{state}: {kind} ({len(bad)} off)" for state, (kind, bad) in seen.items()), flush=True)
-    assert {state: bad for state, (kind, bad) in seen.items() if bad} == {}
+              + "; ".join(f"{state}: {kind} ({len(bad)} off; from the dump {len(bad_dump)} off)"
+                          for state, (kind, bad, bad_dump, _) in seen.items()), flush=True)
+    assert {state: bad for state, (kind, bad, _, _) in seen.items() if bad} == {}
+    # the dump alone (no lft, no lineage: sshare's rows and FairShare column) gives the same ranks ...
+    assert {state: bad_dump for state, (_, _, bad_dump, _) in seen.items() if bad_dump} == {}
+    # ... where its row order alone would not: on 22.05 sshare prints by name, slurmctld holds lft
+    rows_right = {state: seen[state][3] for state in seen}
+    assert rows_right == ({**{state: True for state in seen}, "start-up": False, "slurmctld restart": False}
+                          if old else {state: True for state in seen}), rows_right
     expected = ({"start-up": "lft", "run-time changes": "name", "slurmctld restart": "lft",
                  "run-time move back": "name"} if old else
                 {state: "lineage" for state in seen})
