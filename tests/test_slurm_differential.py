@@ -145,8 +145,10 @@ def _num(text):
     return math.inf if text == "inf" else float(text)
 
 
-def compare(algorithm, snapshot, rows, result=None):
-    """Mismatches (strings) between sshare's rows and our computation on the snapshot."""
+def compare(algorithm, snapshot, rows, result=None, counts=None):
+    """Mismatches (strings) between sshare's rows and our computation on the snapshot.
+
+    ``counts`` (a dict), when given, gets ``values``: how many sshare cells were compared."""
     tree = build_tree(snapshot.associations)
     if result is None:  # the cluster's FairShareDampeningFactor (classic only), as the daemon reads it
         result = compute(tree, algorithm, Params(dampening=float(snapshot.config.get("dampening", 1))))
@@ -161,6 +163,8 @@ def compare(algorithm, snapshot, rows, result=None):
         o, s = ours[key], rows[key]
 
         def chk(col, ours_v, tol, exact=False):
+            if counts is not None:
+                counts["values"] = counts.get("values", 0) + 1
             want = s[col]
             got = "" if ours_v is None else ("inf" if ours_v == "inf" else f"{float(ours_v):f}")
             if exact or want in ("", "inf") or got in ("", "inf"):
@@ -173,6 +177,8 @@ def compare(algorithm, snapshot, rows, result=None):
         chk("NormShares", o["norm_shares"], 0, exact=True)
         chk("NormUsage", o["norm_usage"], rel)
         chk("EffectvUsage", o["effective_usage"], u_tol)
+        if counts is not None:
+            counts["values"] = counts.get("values", 0) + 1
         if abs(math.floor(o["raw_usage"]) - int(s["RawUsage"])) > 1:
             bad.append(f"{key} RawUsage: ours {o['raw_usage']} sshare {s['RawUsage']}")
         if algorithm == "fair_tree":
@@ -206,6 +212,17 @@ def classic_rank_conflicts(ours, rows, rel):
 
 # --- the tests ------------------------------------------------------------------------------------
 
+
+def _report(capsys, what, counts, mismatches, rows):
+    """One line per comparison, printed in every run (the matrix's evidence): values compared,
+    mismatches, and tie ranks compared (users whose FairShare sshare prints for another user too)."""
+    fs = [r["FairShare"] for k, r in rows.items() if k[1] is not None and r["FairShare"] not in ("", None)]
+    ties = sum(1 for f in fs if fs.count(f) > 1)
+    line = (f"differential, Slurm {sc.current().version}, {what}: {counts.get('values', 0)} values compared, "
+            f"{len(mismatches)} mismatches, {ties} tie ranks compared")
+    with capsys.disabled():  # the counts show in every run, not only with -s
+        print("\n" + line, flush=True)
+
 # FAIRSHARED_DIFF_SEEDS=7,8 picks other trees (every seed's tree holds FairShare=parent associations)
 SEEDS = [int(x) for x in os.environ.get("FAIRSHARED_DIFF_SEEDS", "1,3,4,7").split(",") if x.strip()]
 
@@ -217,7 +234,7 @@ def test_every_seed_has_a_fairshare_parent_association():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
+def test_engine_equals_slurm_on_a_real_cluster(slurm, seed, capsys):
     first, second = ("fair_tree", "classic") if seed % 2 else ("classic", "fair_tree")
     sc.ensure_cluster(first)
     accounts, users = build_case(seed)
@@ -231,7 +248,9 @@ def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
         assert snap.sibling_order == ("lft" if sc.SERIES < (23, 11) else "lineage")
         assert len(rows) == len(snap.associations) >= len(accounts) + len(users)
         assert any(a.usage > 1000 for a in snap.associations if a.user), "the workload left no usage"
-        mismatches = compare(algorithm, snap, rows)
+        counts = {}
+        mismatches = compare(algorithm, snap, rows, counts=counts)
+        _report(capsys, f"{algorithm}, seed {seed}, after a restart", counts, mismatches, rows)
         assert mismatches == [], f"{algorithm}, seed {seed}:\n" + "\n".join(mismatches[:40])
 
         if algorithm == "fair_tree":
@@ -260,5 +279,7 @@ def test_engine_equals_slurm_on_a_real_cluster(slurm, seed):
     sc.sacctmgr("add", "user", f"name={USERS[5]}", f"account={p}idle2", "fairshare=1", f"cluster={sc.CLUSTER_NAME}")
     sc.wait_next_calc()
     snap = source.snapshot(jobs=False)
-    mismatches = compare("fair_tree", snap, sshare_by_key())
+    rows, counts = sshare_by_key(), {}
+    mismatches = compare("fair_tree", snap, rows, counts=counts)
+    _report(capsys, f"fair_tree, seed {seed}, after run-time changes", counts, mismatches, rows)
     assert mismatches == [], f"fair_tree after run-time changes, seed {seed}:\n" + "\n".join(mismatches[:40])
