@@ -81,7 +81,7 @@ PAIRS = [("u1_debug", "u2_high"), ("u2_high", "u3_debug"), ("u3_debug", "u1_debu
 
 
 @pytest.mark.parametrize("algorithm", ["fair_tree", "classic"])
-def test_explain_vs_agrees_with_sprio(scenario, algorithm):
+def test_explain_vs_agrees_with_sprio(scenario, algorithm, capsys):
     sc.ensure_cluster(algorithm)
     for _ in range(3):
         sc.restart_ctld()
@@ -96,6 +96,13 @@ def test_explain_vs_agrees_with_sprio(scenario, algorithm):
             break
     else:
         raise AssertionError("slurmctld kept recomputing priorities during the reads")
+    if algorithm == "fair_tree":  # a real session, shown in every run (README quotes one)
+        a, b = PAIRS[1]
+        text = _fairshared("explain", str(scenario[a]), "--vs", str(scenario[b]), "--source", "slurm",
+                           "--at", "last-calc")
+        with capsys.disabled():
+            print(f"\n$ fairshared explain {scenario[a]} --vs {scenario[b]}   # Slurm {sc.current().version}\n{text}",
+                  flush=True)
     for (a, b), d in ours.items():
         ja, jb = scenario[a], scenario[b]
         want = prio[ja] - prio[jb]
@@ -103,12 +110,17 @@ def test_explain_vs_agrees_with_sprio(scenario, algorithm):
         assert d["higher"] == ("a" if want > 0 else "b" if want < 0 else None), (a, b)
 
 
-def test_whatif_shares_prediction_comes_true(scenario):
+def test_whatif_shares_prediction_comes_true(scenario, capsys):
     sc.ensure_cluster("fair_tree")
     sc.wait_next_calc()
     predicted = json.loads(_fairshared("whatif", "--source", "slurm", "--shares", "wia/wiu1=5",
                                        "--format", "json"))
     want = {r["user"]: r["fairshare_after"] for r in predicted["users"] if r["user"] in USERS}
+    before = {r["user"]: r["fairshare_before"] for r in predicted["users"] if r["user"] in USERS}
+    assert want != before, "the edit should change someone's FairShare"
+    text = _fairshared("whatif", "--source", "slurm", "--shares", "wia/wiu1=5")
+    with capsys.disabled():
+        print(f"\n$ fairshared whatif --shares wia/wiu1=5   # Slurm {sc.current().version}\n{text}", flush=True)
     try:
         sc.sacctmgr("modify", "user", "where", "name=wiu1", "account=wia", "set", "fairshare=5")
         sc.wait_next_calc()
