@@ -112,6 +112,12 @@ def test_snapshot_equals_the_command_line_sources(tree):
     assert all(j[6] == "PENDING" for j in jobs(ours).values())  # the running filler is not
 
 
+def _by_job(argv) -> dict[int, int]:
+    """``JOBID|VALUE`` rows as {job id: value}; the array's rows (``673_[1-3]``, ``673_1``) are left out."""
+    rows = (ln.split("|") for ln in sc.run(argv).stdout.split() if ln)
+    return {int(i): int(v) for i, v in rows if i.isdigit()}
+
+
 def test_pushes_show_up_in_sprio_and_squeue(tree):
     from fairshared.sinks.push_pyslurm import PyslurmUpdater
 
@@ -120,10 +126,8 @@ def test_pushes_show_up_in_sprio_and_squeue(tree):
     upd.apply(PushAction(a, "site_factor", 1234))
     upd.apply(PushAction(b, "site_factor", 0))  # 0 goes through scontrol: pyslurm drops it
     upd.apply(PushAction(c, "nice", -77))
-    site = {int(i): int(s) for i, s in (ln.split("|") for ln in
-            sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout.split() if ln)}
-    nice = {int(i): int(n) for i, n in (ln.split("|") for ln in
-            sc.run(["squeue", "-h", "-t", "PD", "-o", "%i|%y"]).stdout.split() if ln)}
+    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
+    nice = _by_job(["squeue", "-h", "-t", "PD", "-o", "%i|%y"])
     assert site[a] == 1234 and site[b] == 0
     assert nice[c] == -77
 
@@ -152,8 +156,7 @@ directory = "{tmp_path / 'state'}"
         d.stop()
     # what it pushed is round(W * F) with sshare's own FairShare of the job's association
     fs = {(r["Account"].strip(), r["User"]): float(r["FairShare"]) for r in sc.sshare_rows() if r["User"]}
-    site = {int(i): int(s) for i, s in (ln.split("|") for ln in
-            sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout.split() if ln)}
+    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
     for job, key in zip(tree, ((ACCOUNT, USERS[0]), (ACCOUNT, USERS[1]), (ACCOUNT2, USERS[1]))):
         assert abs(site[job] - 10000 * fs[key]) <= 0.5 + 10000 * 5e-7, (job, key, site[job], fs[key])
 
