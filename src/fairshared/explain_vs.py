@@ -29,10 +29,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from .engine import fair_tree, level_based
-from .engine.result import Result
-from .model import InputError, Job
+
 # job_assoc/assoc_index: where they live today (a command module); they belong beside Result
 from .engine.ranks import assoc_index, job_assoc
+from .engine.result import Result
+from .model import InputError, Job
 from .priority import ClusterInfo, PriorityParams, SprioRow, listed_by_sprio, sprio_rows
 
 # The order of tied siblings in Fair Tree's stable sort, per sibling-order kind (engine/sibling_order.py)

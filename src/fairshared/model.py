@@ -27,8 +27,8 @@ ranks on exact ties depend on it.  ``None`` means "input order".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal, Union
 
 PARENT: Literal["parent"] = "parent"

@@ -18,6 +18,7 @@ from ..engine.result import Result
 from ..priority import FACTOR_NAMES, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
 from .common import add_at, add_source, engine_result, evaluation_time, live, load_inputs, save_if_asked, warn
 
+
 def parse_weights(text: str) -> dict[str, float]:
     """``--weights fairshare=20000,age=0,tres:gres/gpu=500`` → overrides for PriorityParams.with_weights."""
     out: dict[str, float] = {}

@@ -13,6 +13,7 @@ from ..model import InputError
 from ..priority import PriorityInputs
 from .common import engine_result
 
+
 def plot_compare(pi: PriorityInputs, data: dict, path: str) -> None:
     try:
         import matplotlib

@@ -24,8 +24,17 @@ from ..priority import (
     listed_by_sprio,
     ordered_partitions,
 )
-from .common import add_at, add_source, default_algorithm, engine_result, evaluation_time, live, load_inputs, \
-    save_if_asked, warn
+from .common import (
+    add_at,
+    add_source,
+    default_algorithm,
+    engine_result,
+    evaluation_time,
+    live,
+    load_inputs,
+    save_if_asked,
+    warn,
+)
 
 LABEL = {"age": "Age", "assoc": "Association", "fairshare": "Fair-share", "jobsize": "Job size",
          "partition": "Partition", "qos": "QOS"}

@@ -17,9 +17,8 @@ import json
 import math
 import threading
 import time
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from ..engine import Params, build_tree, compute
 from ..model import InputError, Job, Snapshot
@@ -27,8 +26,8 @@ from ..plan import PushState
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
-from .config import Config
 from . import statefiles
+from .config import Config
 from .cycle import CycleResult
 from .logs import get_logger
 

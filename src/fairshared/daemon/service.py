@@ -33,13 +33,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
-from . import sdnotify
-from . import statefiles
+from . import sdnotify, statefiles
 from .config import Config, config_from_dict, load_config, resolve_token
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
-from .requests import CycleRequests
 from .logs import configure, get_logger
+from .requests import CycleRequests
 from .runner import Runner, accounting_cli, period_for
 
 STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
