@@ -11,7 +11,6 @@ from fairshared.engine import build_tree, compute
 from fairshared.inputs.snapshot import dump_snapshot, load_snapshot, snapshot_to_dict
 from fairshared.inputs.sshare_dump import parse_sshare
 from fairshared.model import PARENT, InputError
-from fairshared.model import Association as A
 from fairshared.output import write
 
 # The shape of `sshare -a -l -P` on 22.05 under Fair Tree (values made up, layout as printed).
@@ -47,39 +46,7 @@ def test_dump_hierarchy_shares_and_usage():
         ("chem", None, "root", 60, 400.0),
         ("chem", "dave", "chem", 1, 400.0),
     ]
-    # no two siblings are printed with the same LevelFS: every association keeps its row as its order
     assert [a.order for a in snap.associations] == list(range(9))
-
-
-def test_a_22_05_dump_of_tied_accounts_computes_slurms_ranks():
-    """22.05's sshare prints sibling accounts by name, slurmctld may hold them newest first (lft): for two
-    idle accounts (LevelFS inf, a tie) only the FairShare column tells which; the dump's ranks must come out."""
-    from fairshared.engine import compute
-    from fairshared.output import write_parsable
-
-    tree = [A("root", None, None, 1, 100.0, order=0), A("root", "root", "root", 1, 0.0, order=1),
-            A("busy", None, "root", 10, 100.0, order=2), A("busy", "u1", "busy", 1, 100.0, order=3),
-            A("idle2", None, "root", 10, 0.0, order=4), A("idle2", "u3", "idle2", 1, 0.0, order=5),
-            A("idle2", "u5", "idle2", 0, 0.0, order=6),
-            A("idle1", None, "root", 10, 0.0, order=7), A("idle1", "u2", "idle1", 1, 0.0, order=8),
-            A("idle1", "u4", "idle1", 0, 0.0, order=9)]
-    slurm = compute(tree, "fair_tree")  # slurmctld holds idle2 first (lft: the newest sibling first)
-    out = io.StringIO()
-    write_parsable(slurm, out)
-    lines = out.getvalue().splitlines()
-    by_name = lines[:5] + lines[8:11] + lines[5:8]  # sshare 22.05 prints idle1 before idle2
-    assert [ln.split("|")[0].strip() for ln in by_name[1:]] == ["root", "root", "busy", "busy", "idle1", "idle1",
-                                                                "idle1", "idle2", "idle2", "idle2"]
-    dump = parse("\n".join(by_name) + "\n")
-    ours = compute(dump.associations, "fair_tree")
-    fs = {(ours.tree.account[i], ours.tree.user[i]): round(float(ours.fairshare[i]), 6)
-          for i in range(ours.tree.n) if ours.tree.user[i]}
-    assert fs[("idle2", "u5")] > fs[("idle1", "u4")]  # Slurm's tie order, not the dump's row order
-    by_rows = compute([a.__class__(a.account, a.user, a.parent, a.shares, a.usage, a.partition, i)
-                       for i, a in enumerate(dump.associations)], "fair_tree")  # what row order would give
-    assert round(float(by_rows.fairshare[list(by_rows.tree.user).index("u5")]), 6) < fs[("idle2", "u5")]
-    assert fs == {(slurm.tree.account[i], slurm.tree.user[i]): round(float(slurm.fairshare[i]), 6)
-                  for i in range(slurm.tree.n) if slurm.tree.user[i]}
 
 
 def test_dump_with_partition_column_and_trailing_bars():

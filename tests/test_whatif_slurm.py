@@ -13,7 +13,7 @@ Scenario (accounts, users and the QOS prefixed ``wi``; removed again in a ``fina
 higher, and its stated point difference equals the difference of sprio's PRIORITY column.  The
 priorities are frozen as in test_sprio_slurm: slurmctld is restarted (it recomputes every pending
 job at one start_time) and both sides are read within that one iteration, ``--at last-calc``.
-(b) ``whatif --shares wia/wiu1=5`` predicts FairShare values; ``sacctmgr modify`` then applies the
+(b) ``whatif --shares wia=1000`` predicts FairShare values; ``sacctmgr modify`` then applies the
 edit for real and, after slurmctld's next calculation, sshare shows the predicted values.
 """
 
@@ -113,18 +113,18 @@ def test_explain_vs_agrees_with_sprio(scenario, algorithm, capsys):
 def test_whatif_shares_prediction_comes_true(scenario, capsys):
     sc.ensure_cluster("fair_tree")
     sc.wait_next_calc()
-    predicted = json.loads(_fairshared("whatif", "--source", "slurm", "--shares", "wia/wiu1=5",
+    predicted = json.loads(_fairshared("whatif", "--source", "slurm", "--shares", "wia=1000",
                                        "--format", "json"))
     want = {r["user"]: r["fairshare_after"] for r in predicted["users"] if r["user"] in USERS}
     before = {r["user"]: r["fairshare_before"] for r in predicted["users"] if r["user"] in USERS}
     assert want != before, "the edit should change someone's FairShare"
-    text = _fairshared("whatif", "--source", "slurm", "--shares", "wia/wiu1=5")
+    text = _fairshared("whatif", "--source", "slurm", "--shares", "wia=1000")
     with capsys.disabled():
-        print(f"\n$ fairshared whatif --shares wia/wiu1=5   # Slurm {sc.current().version}\n{text}", flush=True)
+        print(f"\n$ fairshared whatif --shares wia=1000   # Slurm {sc.current().version}\n{text}", flush=True)
     try:
-        sc.sacctmgr("modify", "user", "where", "name=wiu1", "account=wia", "set", "fairshare=5")
+        sc.sacctmgr("modify", "account", "where", "name=wia", "set", "fairshare=1000")
         sc.wait_next_calc()
         got = {r["User"]: float(r["FairShare"]) for r in sc.sshare_rows() if r.get("User") in USERS}
         assert {u: f"{v:f}" for u, v in got.items()} == {u: f"{v:f}" for u, v in want.items()}
     finally:
-        sc.sacctmgr("modify", "user", "where", "name=wiu1", "account=wia", "set", "fairshare=1", check=False)
+        sc.sacctmgr("modify", "account", "where", "name=wia", "set", "fairshare=60", check=False)

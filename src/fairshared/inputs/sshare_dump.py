@@ -6,16 +6,12 @@ RawUsage; Partition is used when present.  The hierarchy comes from the
 leading spaces of the Account column (one space per depth, as
 ``slurmdb_tree_name_get`` prints it); user rows name their account.
 
-sshare does not print the order in which Slurm holds sibling associations.  From
-23.11 on its row order *is* that order (both sort by ``lineage``); on 22.05 sshare
-prints users first and accounts by name while slurmctld may hold siblings by
-nested-set ``lft`` (see :mod:`fairshared.engine.sibling_order`).  The order only
-decides Fair Tree's exact ties (typically sibling accounts with no usage at all),
-and those show in the FairShare column of a Fair Tree dump: of two tied siblings,
-the one slurmctld holds first gives every user below it a higher FairShare than any
-user below the other.  So associations keep their rows as their order, except that
-in a Fair Tree dump (a LevelFS value is printed) siblings printed with the same
-LevelFS take their rows in the order of the highest FairShare printed below them.
+sshare does not print the order in which Slurm holds sibling associations, so
+associations keep the dump's row order as their sibling order.  From 23.11 on
+that *is* Slurm's order (both sort by ``lineage``); on 22.05 Slurm holds
+siblings by nested-set ``lft`` while sshare prints users first and accounts by
+name, so Fair Tree ranks of exact ties (typically two sibling accounts with no
+usage at all) can differ.  A snapshot from the live source carries the real order.
 """
 
 from __future__ import annotations
@@ -47,8 +43,6 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
     seen: dict[tuple, int] = {}
     reported: dict[tuple, float] = {}
     user_lines: list[tuple[int, str, str]] = []
-    fair_tree = False  # a LevelFS value is printed (classic leaves the column blank)
-    level_fs: list[str] = []  # per association, as printed ("" when blank or no column)
 
     for lineno, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
@@ -89,8 +83,6 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
         shares_text = fields[col["rawshares"]].strip()
         usage_text = fields[col["rawusage"]].strip()
         usage = check_usage(usage_text or "0", where)
-        level_fs.append(fields[col["levelfs"]].strip() if "levelfs" in col else "")
-        fair_tree = fair_tree or bool(level_fs[-1])
         if user is None:
             # account row: its parent is the nearest shallower account on the path
             while path and path[-1][0] >= depth:
@@ -141,45 +133,13 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
             raise InputError(f"user {user!r} names account {account!r}, which no row defines", f"{name}:{lineno}")
     if not associations:
         raise InputError("has a header but no associations", f"{name}:{header_line}")
-    # the sibling order (see the module docstring)
-    rank = (_order_by_reported(associations, level_fs, reported) if fair_tree and reported
-            else list(range(len(associations))))
+    # the dump's row order is the sibling order (see module docstring)
     ordered = [
-        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=rank[i])
+        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
         for i, a in enumerate(associations)
     ]
     return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
                     reported_fairshare=reported)
-
-
-def _order_by_reported(associations: list[Association], level_fs: list[str],
-                       reported: dict[tuple, float]) -> list[int]:
-    """Each association's sibling-order key: its row, except that siblings printed with the same
-    LevelFS (a tie) take their rows in the order of the highest FairShare printed below them.
-    Fair Tree visits tied siblings in slurmctld's order and ranks every user of the first above
-    every user of the next, so that is slurmctld's order wherever it matters."""
-    best: dict[str, float] = {}  # account -> highest FairShare printed below it
-    parent = {a.account: a.parent for a in associations if a.user is None}
-    for key, f in reported.items():
-        acct: str | None = key[0]
-        while acct is not None:
-            if f > best.get(acct, -1.0):
-                best[acct] = f
-            acct = parent.get(acct)
-
-    def below(i: int) -> float:
-        a = associations[i]
-        return reported.get(a.key, -1.0) if a.user is not None else best.get(a.account, -1.0)
-
-    groups: dict[tuple, list[int]] = {}  # (parent account, printed LevelFS) -> rows
-    for i, a in enumerate(associations):
-        if level_fs[i] and a.parent is not None:
-            groups.setdefault((a.parent_account, level_fs[i]), []).append(i)
-    rank = list(range(len(associations)))
-    for rows in groups.values():
-        for slot, i in zip(rows, sorted(rows, key=lambda i: (-below(i), i))):
-            rank[i] = slot
-    return rank
 
 
 __all__ = ["parse_sshare", "PARENT"]
