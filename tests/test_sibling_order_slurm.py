@@ -57,7 +57,7 @@ def _users_fairshare(result) -> dict:
 
 def mismatches(source: SlurmCli):
     """(order kind the source used, [users whose FairShare differs from sshare's], [the same for
-    ``compute --from-sshare`` on sshare's own dump (its row order is the sibling order)], None)."""
+    ``compute --from-sshare`` on sshare's own dump (its row order is the sibling order)])."""
     snap = source.snapshot(jobs=False)
     ours = _users_fairshare(compute(snap.associations, "fair_tree"))
     text = sc.run(["sshare", "-a", "-l", "-P"]).stdout
@@ -70,7 +70,7 @@ def mismatches(source: SlurmCli):
     dump = parse_sshare(io.StringIO(text), "sshare -a -l -P").associations
     dumped = _users_fairshare(compute(dump, "fair_tree"))
     bad_dump = [f"{k}: from the dump {dumped[k]} sshare {theirs[k]}" for k in sorted(theirs) if dumped[k] != theirs[k]]
-    return snap.sibling_order, bad, bad_dump, None
+    return snap.sibling_order, bad, bad_dump
 
 
 def test_sibling_order_in_every_state(slurm, capsys):
@@ -114,8 +114,8 @@ def test_sibling_order_in_every_state(slurm, capsys):
     with capsys.disabled():  # the measurement shows in every run, not only with -s
         print(f"\nsibling order on Slurm {slurm.version}: "
               + "; ".join(f"{state}: {kind} ({len(bad)} off; from the dump {len(bad_dump)} off)"
-                          for state, (kind, bad, bad_dump, _) in seen.items()), flush=True)
-    assert {state: bad for state, (kind, bad, _, _) in seen.items() if bad} == {}
+                          for state, (kind, bad, bad_dump) in seen.items()), flush=True)
+    assert {state: bad for state, (kind, bad, _) in seen.items() if bad} == {}
     # the dump alone (sshare's rows: no lft, no lineage) gives the same ranks wherever its row order is
     # slurmctld's: everywhere from 23.11, in 22.05's name-order states (not in its lft states: sshare
     # prints by name there, which the dump cannot undo; measured: 25 users off at start-up)
