@@ -13,7 +13,7 @@ README), runs pytest with ``FAIRSHARED_SLURM_VERSION`` set, and reports passed /
 and its wall time.  On 25.11 it builds pyslurm 25.11 from PyPI against that Slurm, once, into a
 virtualenv beside the build (``/var/tmp/fairshared-slurm/venv-25.11.x``), and runs the part with
 that interpreter, so the pyslurm source and updater are tested for real.  Only one dev cluster
-runs at a time: each part stops the previous one.  Exit status 0 only if every part ran tests
+runs at a time: each part stops the previous one, and the last one is stopped at the end.  Exit status 0 only if every part ran tests
 and none failed.
 """
 
@@ -198,6 +198,18 @@ def write_table(parts: list[Part]) -> None:
     README.write_text(f"{head}{TABLE_BEGIN}\n{text}\n{TABLE_END}{tail}")
 
 
+def stop_cluster() -> None:
+    """Stop the last part's cluster with ``down`` (SIGTERM: slurmctld saves its job state).
+
+    A cluster left running dies with whatever ends the machine's session, maybe by SIGKILL a
+    second after the last clean-up's scancel: seen, slurmctld then recovered the cancelled jobs
+    at its next start, and they kept the next run's tests waiting for an empty queue."""
+    down = UP.with_name("down")
+    rc = subprocess.run([str(down)], cwd=REPO).returncode
+    if rc:
+        log(f"{down} exited {rc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true",
@@ -213,8 +225,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--versions: {v!r} is not one of {', '.join(VERSIONS)}")
     t0 = time.monotonic()
     parts = plan(versions, a.full)
-    for part in parts:
-        run_part(part, a.pytest_args)
+    try:
+        for part in parts:
+            run_part(part, a.pytest_args)
+    finally:
+        stop_cluster()
     total = time.monotonic() - t0
     print("\n" + table(parts, total) + "\n")
     if a.full and not a.pytest_args:

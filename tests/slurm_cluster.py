@@ -97,6 +97,7 @@ class ClusterInfo:
 _current: ClusterInfo | None = None
 _cluster_path: str | None = None  # the cluster's own bin directories, from up's `export PATH=`
 _failures: dict[tuple[str, str], ClusterError] = {}
+_leftovers_cleared = False
 
 
 def cluster_dir() -> Path:
@@ -194,7 +195,28 @@ def ensure_cluster(priority: str = "fair_tree", settings: str = "default") -> Cl
     )
     if _current.series != SERIES:
         raise ClusterError(f"asked for Slurm {SLURM_VERSION}, the cluster runs {_current.version}")
+    clear_leftovers()
     return _current
+
+
+def clear_leftovers(timeout: float = 120.0) -> None:
+    """Once per test session: cancel every job a previous session left in the cluster.
+
+    The cluster is the tests' own; a job left there (seen: a run whose processes were killed a
+    second after its clean-up's scancel, before slurmctld saved its job state, so the restarted
+    slurmctld recovered the cancelled jobs of deleted accounts) would keep every later test that
+    waits for an empty queue waiting.  Prints what it cancelled."""
+    global _leftovers_cleared
+    if _leftovers_cleared:
+        return
+    left = run(["squeue", "-h", "-o", "%i %u %a %T %r"], check=False).stdout.split("\n")
+    left = [line for line in left if line.strip()]
+    if left:
+        print(f"cancelling {len(left)} job(s) a previous test session left: {'; '.join(left)[:500]}", flush=True)
+        for user in sorted({line.split()[1] for line in left}):
+            run(["scancel", f"--user={user}"], check=False)
+        wait_quiet(timeout)
+    _leftovers_cleared = True
 
 
 def _up_argv(priority: str, settings: str) -> list[str]:

@@ -581,3 +581,35 @@ audit_log = "{audit}"
     aimed = [f for f in faults if f["stage"] != "any"]
     assert len(aimed) >= 4 and [f for f in aimed if not f.get("stage_seen")] == [], \
         [(f["n"], f["kind"], f["stage"]) for f in aimed if not f.get("stage_seen")]
+
+
+def test_a_hung_slurmctld_fails_the_read_without_the_sshare_fallback(cluster):
+    """Seen in the fault suite (22.05.8 and 26.05.3): slurmctld stopped while the daemon read
+    ``scontrol show assoc_mgr``; its timeout sent the read to the sshare+sacctmgr fallback, whose
+    sshare waited on slurmctld again, got its answer once it was continued, and the cycle
+    "succeeded" after 5.8 s: twice the source timeout on a hung slurmctld, with the fallback's
+    coarser usage.  The fallback is for a *refused* assoc_mgr; a timeout fails the read at once."""
+    from fairshared.sources.base import SourceTimeout
+    from fairshared.sources.slurm_cli import SlurmCli
+
+    timeout = 2.0
+    cli = SlurmCli(timeout=timeout, env=sc.cluster_env())
+    pid = daemon_pid("slurmctld")
+    with cli.one_read():
+        cli.config()  # answered before the stop; the read takes it from its memo below
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(SourceTimeout, match=r"`scontrol show assoc_mgr` did not answer within 2 s"):
+                cli.snapshot()
+            took = time.monotonic() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    wait_until(ctld_up, 60, "slurmctld not answering after SIGCONT")
+    ran = [c for c, _ in cli.calls]
+    assert ran == ["scontrol show config", "scontrol show assoc_mgr flags=assoc"], ran  # no sshare, no sacctmgr
+    assert timeout <= took < timeout + 1.5, took
+    # and once it answers again, the same reader reads the whole tree from assoc_mgr
+    snap = cli.snapshot()
+    assert snap.source == "slurm-cli (scontrol show assoc_mgr)"
+    assert {("fta", "ftu1"), ("ftb", "ftu3")} <= {(a.account, a.user) for a in snap.associations}

@@ -72,9 +72,9 @@ def tree(cluster):
     others = [sc.submit(USERS[2], NESTED, 1, 30, "high"), sc.submit(USERS[0], ACCOUNT, 1, 30, extra=["-H"]),
               sc.submit(USERS[1], ACCOUNT2, 1, 30, extra=["--array=1-3"])]
     yield jobs
-    sc.run(["scancel", str(filler), *map(str, jobs + others)], check=False)
-    sc.sacctmgr("delete", "user", "name=" + ",".join(USERS), check=False)
-    sc.sacctmgr("delete", "account", f"name={NESTED},{ACCOUNT},{ACCOUNT2}", check=False)
+    sc.run(["scancel", str(filler)], check=False)
+    # the users' jobs cancelled and gone before their associations are deleted
+    sc.remove_objects(USERS, (ACCOUNT, ACCOUNT2, NESTED))
 
 
 def pyslurm_source():

@@ -11,6 +11,13 @@ class SourceError(RuntimeError):
     """Reading the cluster failed or gave an inconsistent picture; nothing may be pushed."""
 
 
+class SourceTimeout(SourceError):
+    """A Slurm command did not answer within the source's timeout: its daemon is hung or gone.
+
+    Never a reason to try another command against the same daemon in the same read (a fallback
+    would wait on it again, and succeed on whatever it answers once it wakes up)."""
+
+
 class Source(Protocol):
     """Where a cycle's snapshot comes from.
 

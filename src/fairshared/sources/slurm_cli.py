@@ -10,7 +10,8 @@ timeout, an error that names the command, each command once per read):
   Tree's ties depend on (``Lft``; ``Lineage`` from 23.11);
 * ``sshare -a -l -P -m``                  — the same tree as sshare reports it; used to
   cross-check the association manager's view, and as the fallback when that
-  command is refused;
+  command is refused (never when it times out: slurmctld hangs, and the fallback's sshare
+  would wait on it again; the read fails with :class:`~.base.SourceTimeout`);
 * ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
   fallback;
 * ``squeue`` and ``sprio``                — the pending jobs and the SiteFactor each holds, and
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, InputError, Job, Snapshot
-from .base import SourceError
+from .base import SourceError, SourceTimeout
 from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
 from .slurm_commands import SlurmCommands
 from .slurm_text import (
@@ -118,6 +119,8 @@ class SlurmCli(SlurmCommands):
         cfg = self.config()
         try:
             records = self.assoc_mgr()
+        except SourceTimeout:
+            raise  # slurmctld hangs: the fallback's sshare would wait on it again (SourceTimeout)
         except (SourceError, InputError) as exc:
             records = None
             fallback_reason = str(exc)

@@ -15,7 +15,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .base import SourceError
+from .base import SourceError, SourceTimeout
 
 __all__ = ["SlurmCommands"]
 
@@ -64,7 +64,7 @@ class SlurmCommands:
             return self.run(argv)
         except SourceError as exc:
             short, full = " ".join(argv[:3]), " ".join(a if len(a) <= 40 else "…" for a in argv)
-            raise SourceError(str(exc).replace(f"`{short}`", f"`{full}`", 1)) from None
+            raise type(exc)(str(exc).replace(f"`{short}`", f"`{full}`", 1)) from None
         finally:
             self.env = old
 
@@ -78,7 +78,7 @@ class SlurmCommands:
         except FileNotFoundError:
             raise SourceError(f"{argv[0]}: command not found (is Slurm installed and on PATH?)") from None
         except subprocess.TimeoutExpired:
-            raise SourceError(f"`{what}` did not answer within {self.timeout:g} s") from None
+            raise SourceTimeout(f"`{what}` did not answer within {self.timeout:g} s") from None
         finally:
             self.calls.append((" ".join(argv)[:200], time.monotonic() - t0))  # the whole command
         if res.returncode != 0:
