@@ -88,6 +88,13 @@ def test_sprio_filters(capsys):
         return json.loads(run(capsys, "sprio", "--demo", "--format", "json", *argv))["jobs"]
 
     assert got("-j", f"{first},{second}") == [rows[0], rows[-1]]
+    # sprio's job-id syntax (unfmt_job_id_string): an array task and a step select their job
+    assert got("-j", f"{first}_7,{second}.batch") == [rows[0], rows[-1]]
+    assert got("-j", f"{first - 1}+1") == [rows[0]]
+    for bad in (f"{first}_[1-3]", "0", "x12", f"{first}_1+1"):
+        with pytest.raises(SystemExit) as exc:
+            run(capsys, "sprio", "--demo", "-j", bad)
+        assert exc.value.code == 2 and f"invalid job id '{bad}'" in capsys.readouterr().err
     assert got("-u", "alice") == [r for r in rows if r["user"] == "alice"] != []
     assert got("-p", "gpu") == [r for r in rows if r["partition"] == "gpu"] != []
     assert got("-u", "alice", "-p", "batch") == [r for r in rows if r["user"] == "alice" and r["partition"] == "batch"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 def positive_float(text: str) -> float:
@@ -23,3 +24,20 @@ def name_list(text: str) -> list[str]:
     if not names:
         raise argparse.ArgumentTypeError(f"{text!r} names nothing")
     return names
+
+
+# sprio -j's job ids (unfmt_job_id_string, slurm_protocol_defs.c): JOB[_TASK] or JOB[+OFFSET], then
+# an optional .STEP; sprio keeps JOB (+ OFFSET for a het job component).  "123_[1-3]" is refused.
+_JOB_ID = re.compile(r"(?P<job>\d+)(?:_(?P<task>\d+)|\+(?P<het>\d+))?(?:\..+)?")
+
+
+def job_id_list(text: str) -> list[int]:
+    """argparse type: sprio's ``-j`` list → job ids.  ``123_4`` (an array task) selects job 123, as
+    ``sprio -j 123_4`` does (sprio keeps only the array's job id); ``123+1`` selects 124."""
+    ids = []
+    for item in name_list(text):
+        m = _JOB_ID.fullmatch(item)
+        if not m or int(m["job"]) == 0:
+            raise argparse.ArgumentTypeError(f"invalid job id {item!r} (as sprio: JOB, JOB_TASK or JOB+OFFSET)")
+        ids.append(int(m["job"]) + int(m["het"] or 0))
+    return ids

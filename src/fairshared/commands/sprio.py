@@ -13,7 +13,7 @@ import sys
 from ..engine import ALGORITHMS
 from ..engine.ranks import fairshare_of
 from ..priority import PriorityParams, SprioRow, render_sprio, render_sprio_weights, sprio
-from . import name_list
+from . import job_id_list, name_list
 from .common import add_at, add_source, evaluate, save_if_asked
 
 
@@ -30,7 +30,8 @@ def register(subparsers) -> None:
                    help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     add_at(p)
-    p.add_argument("-j", "--jobs", type=name_list, metavar="ID[,ID]", help="as sprio -j: only these jobs (123 or 123_4)")
+    p.add_argument("-j", "--jobs", type=job_id_list, metavar="ID[,ID]",
+                   help="as sprio -j: only these jobs (123; 123_4 selects 123 as sprio does; 123+1 is 124)")
     p.add_argument("-u", "--user", type=name_list, metavar="USER[,USER]", help="as sprio -u: only these users' jobs")
     p.add_argument("-p", "--partition", type=name_list, metavar="PART[,PART]",
                    help="as sprio -p: only the rows of these partitions")
@@ -58,6 +59,6 @@ def cmd_sprio(args: argparse.Namespace) -> int:
 
 def _wanted(row: SprioRow, args: argparse.Namespace) -> bool:
     """sprio's -j, -u and -p (src/sprio/filter.c): a row passes when it matches every list given."""
-    return ((not args.jobs or str(row.job_id) in args.jobs)
+    return ((not args.jobs or row.job_id in args.jobs)
             and (not args.user or row.user in args.user)
             and (not args.partition or row.partition in args.partition))
