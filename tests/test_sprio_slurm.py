@@ -14,8 +14,9 @@ Scenario (accounts, users and QOS all prefixed ``pr``; removed again at the end)
   sitefactor=500``), one whose priority an operator fixed (``scontrol update priority=12345``), one
   with a fixed priority in two partitions (sprio's odd rows), a held one and one with a future
   begin time (neither listed), and one submitted ~50 s after the others;
-* from 24.11, jobs with several QOS (``--qos=prlo,prhi`` in two partitions: four sprio rows;
-  ``--qos=normal,prhi``, normal's Priority 0); before 24.11, Slurm refusing such a list.
+* jobs with several QOS (``--qos=prlo,prhi`` in two partitions; ``--qos=normal,prhi``, normal's
+  Priority 0): from 24.11 sprio shows a row per partition × QOS; before, Slurm accepts the list and
+  the job has no QOS at all.
 
 The cluster's weights (deploy/dev-cluster): fair-share 10000, age/job size/partition/QOS 1000,
 PriorityMaxAge 1 day; partitions debug (PriorityJobFactor 1) and high (10).
@@ -109,12 +110,10 @@ def scenario():
             "later": _submit("pru1", "pra", 6, "debug", ["--begin=now+3600"]),
             "fixed_two": _submit("pru2", "pra", 3, "high,debug"),
         }
-        if sc.SERIES >= (24, 11):  # several QOS per job: one priority per partition × QOS
-            jobs["two_qos"] = _submit("pru1", "pra", 12, "debug,high", ["--qos=prlo,prhi"])
-            jobs["zero_qos"] = _submit("pru3", "prb1", 14, "debug", ["--qos=normal,prhi"])  # normal: Priority 0
-        else:  # before 24.11 a job has one QOS: Slurm refuses a list
-            with pytest.raises(sc.SlurmCommandError, match="(?i)qos"):
-                _submit("pru1", "pra", 12, "debug", ["--qos=prlo,prhi"])
+        # several QOS per job: from 24.11 one priority per partition × QOS; before, Slurm takes the
+        # list and the job runs with no QOS at all (seen on 22.05.8 and 23.11.11: "QOS=")
+        jobs["two_qos"] = _submit("pru1", "pra", 12, "debug,high", ["--qos=prlo,prhi"])
+        jobs["zero_qos"] = _submit("pru3", "prb1", 14, "debug", ["--qos=normal,prhi"])  # normal: Priority 0
         sc.run(["scontrol", "update", f"jobid={jobs['site']}", "sitefactor=500"])
         sc.run(["scontrol", "update", f"jobid={jobs['fixed']}", "priority=12345"])
         sc.run(["scontrol", "update", f"jobid={jobs['fixed_two']}", "priority=777"])
@@ -160,6 +159,7 @@ def _cells_of_sprio(text: str) -> list[list[str]]:
 
 def _cells_of_json(record: dict) -> list[str]:
     tres = ",".join(f"{k}={v}" for k, v in record["tres"].items())
+    record = {**record, "qos_name": record.get("qos_name") or "(null)"}  # no QOS: sprio prints C's NULL
     return [str(record[name] if name != "tres" else tres)[:width] for name, width in SPRIO_COLUMNS]
 
 
@@ -190,7 +190,11 @@ def test_sprio_equals_slurm(scenario, algorithm):
     assert by_id[jobs["lo_debug"]][0]["age"] >= 1 and by_id[jobs["young"]][0]["age"] == 0
     assert by_id[jobs["hi_high"]][0]["qos"] > by_id[jobs["lo_debug"]][0]["qos"] > 0
     assert by_id[jobs["hi_high"]][0]["partition_factor"] == 10 * by_id[jobs["lo_debug"]][0]["partition_factor"]
-    if sc.SERIES >= (24, 11):  # rows per partition × QOS, QOS inner, the higher QOS Priority first
+    if sc.SERIES < (24, 11):  # no QOS: QOS factor 0 in each partition's row
+        assert [(r["partition"], r["qos_name"], r["qos"]) for r in by_id[jobs["two_qos"]]] == \
+            [("debug", "", 0), ("high", "", 0)]
+        assert [(r["qos_name"], r["qos"]) for r in by_id[jobs["zero_qos"]]] == [("", 0)]
+    else:  # rows per partition × QOS, QOS inner, the higher QOS Priority first
         assert [(r["partition"], r["qos_name"]) for r in by_id[jobs["two_qos"]]] == \
             [("debug", "prhi"), ("debug", "prlo"), ("high", "prhi"), ("high", "prlo")]
         two = {(r["partition"], r["qos_name"]): r for r in by_id[jobs["two_qos"]]}

@@ -620,7 +620,9 @@ def sprio_cells(row: SprioRow, version: tuple[int, int] = (22, 5)) -> list[str]:
              f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
              f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
     if version >= (23, 2):
-        cells = [*cells[:3], row.account, *cells[3:10], row.qos_name, *cells[10:]]
+        # a job without a QOS (before 24.11: one submitted with --qos=a,b) has a NULL qos name,
+        # which sprio hands to printf's %s: glibc prints "(null)" (seen on 23.11.11)
+        cells = [*cells[:3], row.account, *cells[3:10], row.qos_name or "(null)", *cells[10:]]
     return cells
 
 
