@@ -21,6 +21,8 @@ Measured on the 2-core dev VM (shared; figures move by ~30% with the neighbours'
 cycle 1 6.1 s, of it the push 4.1 s (jobs that get the same value share one
 `scontrol update JobId=a,b,...`; with one call per job it was 18-34 s, 3.7-6 ms a job);
 pull + compute 1.9-3.7 s = 1.6-2.4 x sshare (1.1-1.5 s); cycle 2 1.8-2.6 s, nothing pushed.
+2026-11-24 (22.05.8): cycle 1 7.3 s (push 3.6 s), pull + compute 3.6 s = 2.11 x sshare (1.71 s),
+of the pull 2.1 s in Slurm's commands; cycle 2 3.7 s.
 The whole run takes ~3.5 min, most of it building the associations in slurmdbd.
 
     python benchmarks/cycle_slurm.py                # 10,000 associations, 5,000 jobs
