@@ -69,8 +69,10 @@ def tree(cluster):
     filler = sc.submit("root", "root", 4096, 600)
     sc.wait_running(filler)
     jobs = [sc.submit(u, a, 1, 30) for u, a in ((USERS[0], ACCOUNT), (USERS[1], ACCOUNT), (USERS[1], ACCOUNT2))]
-    others = [sc.submit(USERS[2], NESTED, 1, 30, "high"), sc.submit(USERS[0], ACCOUNT, 1, 30, extra=["-H"]),
-              sc.submit(USERS[1], ACCOUNT2, 1, 30, extra=["--array=1-3"])]
+    # and jobs the tests read but do not push to: a per-partition association's, a held one, an array
+    sc.submit(USERS[2], NESTED, 1, 30, "high")
+    sc.submit(USERS[0], ACCOUNT, 1, 30, extra=["-H"])
+    sc.submit(USERS[1], ACCOUNT2, 1, 30, extra=["--array=1-3"])
     yield jobs
     sc.run(["scancel", str(filler)], check=False)
     # the users' jobs cancelled and gone before their associations are deleted
