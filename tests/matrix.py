@@ -13,8 +13,8 @@ README), runs pytest with ``FAIRSHARED_SLURM_VERSION`` set, and reports passed /
 and its wall time.  On 25.11 it builds pyslurm 25.11 from PyPI against that Slurm, once, into a
 virtualenv beside the build (``/var/tmp/fairshared-slurm/venv-25.11.x``), and runs the part with
 that interpreter, so the pyslurm source and updater are tested for real.  Only one dev cluster
-runs at a time: each part stops the previous one, and the last one is stopped at the end.  Exit status 0 only if every part ran tests
-and none failed.
+runs at a time: each part stops the previous one, and the last one is stopped at the end.  Exit
+status 0 only if every part ran tests and none failed.
 """
 
 from __future__ import annotations

@@ -212,7 +212,8 @@ def clear_leftovers(timeout: float = 120.0) -> None:
     left = run(["squeue", "-h", "-o", "%i %u %a %T %r"], check=False).stdout.split("\n")
     left = [line for line in left if line.strip()]
     if left:
-        print(f"cancelling {len(left)} job(s) a previous test session left: {'; '.join(left)[:500]}", flush=True)
+        print(f"cancelling {len(left)} job(s) a previous test session left: {'; '.join(left)[:500]}",
+              flush=True)
         for user in sorted({line.split()[1] for line in left}):
             run(["scancel", f"--user={user}"], check=False)
         wait_quiet(timeout)

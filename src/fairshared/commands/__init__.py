@@ -38,6 +38,7 @@ def job_id_list(text: str) -> list[int]:
     for item in name_list(text):
         m = _JOB_ID.fullmatch(item)
         if not m or int(m["job"]) == 0:
-            raise argparse.ArgumentTypeError(f"invalid job id {item!r} (as sprio: JOB, JOB_TASK or JOB+OFFSET)")
+            raise argparse.ArgumentTypeError(
+                f"invalid job id {item!r} (as sprio: JOB, JOB_TASK or JOB+OFFSET)")
         ids.append(int(m["job"]) + int(m["het"] or 0))
     return ids
