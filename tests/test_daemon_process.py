@@ -14,7 +14,8 @@ from daemon_proc import Daemon, fairshared_argv, write_config
 
 @pytest.fixture
 def daemon(tmp_path):
-    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
+    # min_interval 0: these tests ask for cycles back to back (test_reload.py tests the interval)
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n[http]\nmin_interval = 0\n')
     d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg))
     d.cfg = cfg
     d.wait_ready()

@@ -366,7 +366,8 @@ def test_idle_connections_under_a_low_fd_limit_leave_cycles_and_cpu_alone(tmp_pa
     import signal as sig
 
     port = free_port()
-    cfg = write_config(tmp_path / "fs.toml", f'[http]\ntimeout = 30\n[state]\ndirectory = "{tmp_path}/state"\n')
+    cfg = write_config(tmp_path / "fs.toml", f'[http]\ntimeout = 30\nmin_interval = 0\n'
+                                             f'[state]\ndirectory = "{tmp_path}/state"\n')
     log = open(tmp_path / "daemon.log", "w")
     proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--period", "3600", "--config", str(cfg),
                                                  "--listen", f"127.0.0.1:{port}"],

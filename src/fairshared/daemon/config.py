@@ -131,6 +131,10 @@ class HttpConfig(_Strict):
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
     max_waiting: int = Field(2, ge=0, le=64)
     """POST /-/recompute callers that may wait for their cycle at once; the others get 202 at once."""
+    min_interval: float = Field(5.0, ge=0, le=3600)
+    """Seconds at least between the start of a cycle and the start of a cycle asked for on demand
+    (POST /-/recompute, SIGUSR1, a reload): a request that comes sooner is merged into one cycle
+    that starts when the interval is over.  The timer's own cycles are not delayed."""
     unhealthy_after: int = Field(5, ge=1)
     """/-/healthy answers 503 after this many failed cycles in a row."""
 
@@ -240,8 +244,56 @@ def config_from_dict(data: dict, where: str = "<config>") -> Config:
         raise InputError(_first_error(exc), where) from None
 
 
+def with_overrides(config: Config, overrides: dict[str, dict]) -> Config:
+    """``config`` with the command line's settings on top (``{"push": {"dry_run": True}}``), validated
+    like the file (a non-loopback ``--listen`` still needs a token).  The daemon applies the same
+    overrides to every file it reloads: ``--dry-run`` stays a dry run until a restart without it."""
+    if not overrides:
+        return config
+    data = config.model_dump()
+    for section, keys in overrides.items():
+        data[section].update(keys)
+    flags = " ".join(FLAGS.get(f"{s}.{k}", f"{s}.{k}") for s, keys in overrides.items() for k in keys)
+    return config_from_dict(data, flags)
+
+
+FLAGS = {"push.dry_run": "--dry-run", "schedule.period": "--period", "http.listen": "--listen"}
+"""The keys ``fairshared run`` sets from its command line, by flag (named in errors)."""
+
+
+# Keys read only at start-up: a reload that changes them is logged as needing a restart.  Every
+# other key (the token and token file included) takes effect at the reload.
+RESTART_ONLY = ("source", "logging", "state.directory", "state.pid_file", "http.listen", "http.backlog",
+                "http.max_connections", "http.timeout", "http.max_waiting")
+
+
+def changed_keys(old: Config, new: Config) -> list[str]:
+    """The dotted keys whose values differ between two configs (``push.dry_run``, ...)."""
+    a, b = old.model_dump(), new.model_dump()
+    return [f"{s}.{k}" for s in a for k in a[s] if a[s][k] != b[s][k]]
+
+
+def restart_only(keys: list[str]) -> list[str]:
+    return [k for k in keys if k in RESTART_ONLY or k.split(".")[0] in RESTART_ONLY]
+
+
+def for_reload(running: Config, new: Config) -> tuple[Config, list[str]]:
+    """What a reload adopts: ``new`` with the start-up-only keys it changed kept at their running
+    values (so the config in use says what really runs: the pid file removed at exit, the address
+    served), and the list of those keys.  InputError when the mix is not a valid config (a new file
+    that drops the token while the running non-loopback listener needs one)."""
+    later = restart_only(changed_keys(running, new))
+    if not later:
+        return new, []
+    data, old = new.model_dump(), running.model_dump()
+    for key in later:
+        section, name = key.split(".")
+        data[section][name] = old[section][name]
+    return config_from_dict(data, f"the new file with {', '.join(later)} kept until a restart"), later
+
+
 __all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "is_loopback", "parse_listen",
-           "resolve_token"]
+           "resolve_token", "with_overrides", "changed_keys", "restart_only", "for_reload"]
 
 
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:

@@ -33,8 +33,9 @@ class Endpoints:
     health: Callable[[], tuple[bool, str]]
     ready: Callable[[], tuple[bool, str]]
     recompute: Callable[[], tuple[int, dict]]  # (HTTP status, JSON body)
-    token: str | None = None
-    token_for_reads: bool = False
+    # () -> (token or None, whether reads need it too): asked at every request, so a reload that
+    # rotates the token file or changes http.token_for_reads takes effect at once
+    auth: Callable[[], tuple[str | None, bool]] = lambda: (None, False)
 
 
 def _authorized(environ, token: str | None) -> bool:
@@ -61,16 +62,17 @@ def make_app(ep: Endpoints):
             return send("401 Unauthorized", body.encode(), "application/json",
                         [("WWW-Authenticate", 'Bearer realm="fairshared"')])
 
+        token, token_for_reads = ep.auth()
         if path == "/-/recompute":
             if method != "POST":
                 return send("405 Method Not Allowed", b"POST only\n", TEXT, [("Allow", "POST")])
-            if not _authorized(environ, ep.token):
+            if not _authorized(environ, token):
                 return unauthorized()
             code, obj = ep.recompute()
             return send_json(_REASONS[code], obj)
         if method not in ("GET", "HEAD"):
             return send("405 Method Not Allowed", b"GET only\n", TEXT, [("Allow", "GET, HEAD")])
-        if path in ("/metrics", "/-/status") and ep.token_for_reads and not _authorized(environ, ep.token):
+        if path in ("/metrics", "/-/status") and token_for_reads and not _authorized(environ, token):
             return unauthorized()
         if path == "/metrics":
             body, ctype = ep.render_metrics(environ.get("HTTP_ACCEPT", ""))

@@ -107,6 +107,8 @@ class Runner:
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
         self._logged_settings: tuple | None = None
         self._twice = False
+        self._next_config: Config | None = None  # handed over by a reload, taken at the next cycle's start
+        self.started_at: float | None = None  # time.monotonic() at the last cycle's start
 
     # -- push state on disk ----------------------------------------------------------------------
 
@@ -155,13 +157,24 @@ class Runner:
     # -- the cycle --------------------------------------------------------------------------------
 
     def reconfigure(self, config: Config) -> None:
-        with self.lock:
-            if config.push.mode != self.config.push.mode:
-                self.state = PushState(config.push.mode)
-            self.config = config
+        """Take ``config`` from the next cycle on.  Never waits for a cycle in progress (it keeps the
+        configuration it started with to its end): a reload must not block the caller -- the main
+        thread, which pings the watchdog and answers SIGTERM."""
+        self._next_config = config
+
+    def _take_config(self) -> None:
+        """At a cycle's start, under the lock: the configuration a reload handed over, if any."""
+        config, self._next_config = self._next_config, None
+        if config is None:
+            return
+        if config.push.mode != self.config.push.mode:
+            self.state = PushState(config.push.mode)
+        self.config = config
 
     def cycle(self, reason: str = "timer") -> CycleResult:
         with self.lock:
+            self.started_at = time.monotonic()
+            self._take_config()
             self.number += 1
             res = self._cycle(reason)
             self.last = res

@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
 from . import sdnotify, statefiles
-from .config import Config, config_from_dict, load_config, resolve_token
+from .config import Config, for_reload, load_config, resolve_token, with_overrides
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .logs import configure, get_logger
@@ -97,7 +98,10 @@ def pid_file(config: Config) -> Path | None:
 
 class Service:
     def __init__(self, config: Config, config_path: str | None, *, demo: bool = False, once: bool = False,
-                 metrics=None):
+                 metrics=None, overrides: dict[str, dict] | None = None):
+        # the command line's settings (--dry-run, --period, --listen), applied on top of every file
+        # this service reads: a reload never drops them (config.with_overrides)
+        self.overrides = overrides or {}
         self.config = config
         self.config_path = config_path
         self.demo = demo
@@ -193,7 +197,13 @@ class Service:
             return False
 
     def _submit(self, reason: str) -> None:
-        self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None)
+        """Queue a requested cycle: at once, or when ``http.min_interval`` after the last cycle's start
+        is over (requests meanwhile merge into this one, see requests.py)."""
+        started = self.runner.started_at
+        wait = 0.0 if started is None else started + self.config.http.min_interval - time.monotonic()
+        when = {"trigger": "date", "run_date": datetime.now() + timedelta(seconds=wait)} if wait > 0 else {}
+        self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None,
+                               **when)
 
     def _run_requested(self, reason: str):
         if self.requests.take():
@@ -254,20 +264,27 @@ class Service:
                 pass
 
     def reload(self) -> None:
+        """SIGHUP: re-read the file, keep the command line's settings on top, re-read the token.
+
+        Runs on the main thread and never waits for a cycle: the runner takes the new configuration
+        when its next cycle starts (a cycle in progress ends under the one it started with)."""
         sdnotify.reloading()
         try:
-            new = load_config(self.config_path) if self.config_path else self.config
+            new = with_overrides(load_config(self.config_path), self.overrides) if self.config_path else self.config
+            new, later = for_reload(self.config, new)
+            token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
         except InputError as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
             sdnotify.ready(status="reload rejected: " + str(exc))
             return
-        if new.http != self.config.http or new.source != self.config.source:
-            self.log.warning("http and source settings take effect at the next restart")
+        if later:
+            self.log.warning("these settings take effect at the next restart", keys=later)
         self.config = new
+        self.token = token
         self.metrics.per_job = new.metrics.per_job
         self.runner.reconfigure(new)
         self._set_info()
-        self.log.info("configuration reloaded", file=self.config_path)
+        self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
         sdnotify.ready(status="configuration reloaded")
         self.trigger("reload")
 
@@ -304,7 +321,7 @@ class Service:
                 raise
         app = make_app(Endpoints(render_metrics=self.metrics.negotiate, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
-                                 token=self.token, token_for_reads=hc.token_for_reads))
+                                 auth=lambda: (self.token, self.config.http.token_for_reads)))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)
         self.http.start()
@@ -373,21 +390,23 @@ class Service:
         return 0
 
 
-def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period=None, listen=None) -> int:
-    config = load_config(config_path)
-    over = {}
+def command_line_overrides(dry_run=None, period=None, listen=None) -> dict[str, dict]:
+    """The settings ``fairshared run`` takes from its command line, as config sections."""
+    over: dict[str, dict] = {}
     if dry_run:
-        over["push"] = config.push.model_copy(update={"dry_run": True})
+        over["push"] = {"dry_run": True}
     if period:
-        over["schedule"] = config.schedule.model_copy(update={"period": period})
-    if over:
-        config = config.model_copy(update=over)
+        over["schedule"] = {"period": period}
     if listen:  # validated like the file's key (address, and a token off loopback)
-        data = config.model_dump()
-        data["http"]["listen"] = listen
-        config = config_from_dict(data, "--listen")
+        over["http"] = {"listen": listen}
+    return over
+
+
+def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period=None, listen=None) -> int:
+    overrides = command_line_overrides(dry_run, period, listen)
+    config = with_overrides(load_config(config_path), overrides)
     configure(config.logging.format, config.logging.level)
-    svc = Service(config, config_path, demo=demo, once=once)
+    svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
     code = svc.run()
     if svc.abandoned:
         # the abandoned cycle's worker thread would hold the interpreter at exit
