@@ -178,7 +178,23 @@ class Job:
         return tuple(q for q in self.qos.split(",") if q)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class Controllers:
+    """The cluster's slurmctld hosts as ``scontrol show config`` prints them (plain data).
+
+    ``hosts``: (name, address) per ``SlurmctldHost`` in order, index 0 the primary; ``port`` the
+    first ``SlurmctldPort``; ``state_save_location`` the directory holding the ``heartbeat`` file;
+    ``timeout`` SlurmctldTimeout in seconds; ``release`` (major, minor) of the controller.
+    """
+
+    hosts: tuple[tuple[str, str], ...]
+    port: int = 6817
+    state_save_location: str | None = None
+    timeout: int = 120
+    release: tuple[int, int] = (0, 0)
+
+
+@dataclass
 class Snapshot:
     """Everything one computation needs: the tree plus where it came from.
 
@@ -201,3 +217,6 @@ class Snapshot:
     # job rows Slurm printed that could not be read, one line each naming command and row: those jobs
     # are left out of ``jobs`` (an unreadable association row fails the read instead)
     skipped_rows: list = field(default_factory=list)
+    # the slurmctld hosts (several with a backup controller), when the source read them; only the
+    # daemon uses them, to push only beside the active controller (never saved in a snapshot file)
+    controllers: Controllers | None = None

@@ -381,6 +381,9 @@ class PyslurmSource:
             sibling_order=kind,
             config=config,
             jobs=self.pending_jobs() if jobs else [],
+            # the daemon's read (with jobs) needs the slurmctld hosts to push only beside the active
+            # controller; pyslurm 25.11's Config has no SlurmctldHost list: from scontrol
+            controllers=self.cli.controllers() if jobs else None,
         )
 
 
@@ -487,6 +490,7 @@ def jobs_from_pyslurm(j) -> Job:
         display = str(job_id)
     priority = j.priority  # u32_parse(zero_is_noval=False): 0 = held, None if NO_VAL
     nice = j.nice  # already minus NICE_OFFSET, None if NO_VAL (job.pyx:709-714)
+    submitted = getattr(j, "submit_time", None)  # Unix seconds (_raw_time), None if unset
     return Job(
         job_id=job_id,
         user=j.user_name or "",
@@ -498,4 +502,5 @@ def jobs_from_pyslurm(j) -> Job:
         state=j.state,
         display_id=display,
         site_factor=None,  # pyslurm 25.11 exposes no site_factor on Job
+        submit_time=submitted if isinstance(submitted, int) and not isinstance(submitted, bool) else 0,
     )

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer
 from ..inputs.sshare_dump import parse_sshare
-from ..model import Association, InputError, Job, Snapshot
+from ..model import Association, Controllers, InputError, Job, Snapshot
 from .base import SourceError, SourceTimeout
 from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
 from .slurm_commands import SlurmCommands
@@ -40,6 +40,7 @@ from .slurm_text import (
     priority_config,
     version_tuple,
 )
+from .slurm_text import controllers as slurm_controllers
 
 
 @dataclass
@@ -57,6 +58,10 @@ class SlurmCli(SlurmCommands):
 
     def config(self) -> dict:
         return priority_config(parse_config(self.run(["scontrol", "show", "config"])))
+
+    def controllers(self) -> Controllers:
+        """The slurmctld hosts (one read of ``scontrol show config`` with :meth:`config` inside a read)."""
+        return slurm_controllers(parse_config(self.run(["scontrol", "show", "config"])))
 
     def assoc_mgr(self) -> list[AssocRecord]:
         return parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
@@ -150,6 +155,7 @@ class SlurmCli(SlurmCommands):
             config=cfg,
             jobs=self.pending_jobs(skipped) if jobs else [],
             skipped_rows=skipped,
+            controllers=self.controllers(),
         )
 
 

@@ -18,17 +18,18 @@ import struct
 from dataclasses import dataclass
 
 from ..inputs.sshare_dump import parse_sshare
-from ..model import PARENT, InputError, Job, check_shares, check_usage
+from ..model import PARENT, Controllers, InputError, Job, check_shares, check_usage
 from ..priority import INFINITE, NICE_OFFSET, PartitionInfo, parse_weight_tres
 
 # --- scontrol show config ---------------------------------------------------------------------
 
 
 def parse_config(text: str) -> dict[str, str]:
-    """``scontrol show config``: ``Key = Value`` lines into a dict (first occurrence wins)."""
+    """``scontrol show config``: ``Key = Value`` lines into a dict (first occurrence wins); indexed
+    keys keep their index (``SlurmctldHost[1]``)."""
     out: dict[str, str] = {}
     for line in text.split("\n"):
-        m = re.match(r"^([A-Za-z_][\w/]*)\s*=\s?(.*)$", line)
+        m = re.match(r"^([A-Za-z_][\w/]*(?:\[\d+\])?)\s*=\s?(.*)$", line)
         if m and m.group(1) not in out:
             out[m.group(1)] = m.group(2).strip()
     return out
@@ -108,6 +109,39 @@ def priority_config(raw: dict[str, str]) -> dict:
         "accounting_storage_enforce": enforce,
         "site_factor_plugin": None if plugin in ("(null)", "") else plugin,
     }
+
+
+def controllers(raw: dict[str, str]) -> Controllers:
+    """The slurmctld hosts of ``scontrol show config``: ``SlurmctldHost[i] = name(addr)`` (the address
+    is the name when none is given), ``SlurmctldPort = 6817`` or a range ``6817-6818`` (the first
+    port), ``StateSaveLocation``, ``SlurmctldTimeout = 120 sec``."""
+    hosts = []
+    i = 0
+    while f"SlurmctldHost[{i}]" in raw:
+        text = raw[f"SlurmctldHost[{i}]"].strip()
+        m = re.fullmatch(r"([^()\s]+)(?:\(([^()\s]+)\))?", text)
+        if not m:
+            raise InputError(f"SlurmctldHost[{i}] = {text!r} is not NAME or NAME(ADDRESS)", "scontrol show config")
+        hosts.append((m.group(1), m.group(2) or m.group(1)))
+        i += 1
+    port = re.match(r"\s*(\d+)", raw.get("SlurmctldPort", ""))
+    timeout = re.match(r"\s*(\d+)", raw.get("SlurmctldTimeout", ""))
+    state = raw.get("StateSaveLocation", "").strip()
+    return Controllers(hosts=tuple(hosts), port=int(port.group(1)) if port else 6817,
+                       state_save_location=state if state and state != "(null)" else None,
+                       timeout=int(timeout.group(1)) if timeout else 120,
+                       release=version_tuple(raw.get("SLURM_VERSION")))
+
+
+def parse_heartbeat(data: bytes) -> tuple[int, int] | None:
+    """``StateSaveLocation/heartbeat``, written by the controller in control every
+    min(SlurmctldTimeout/4, 30) s when a backup is configured: the Unix time and the writer's
+    SlurmctldHost index, two big-endian uint64 (slurmctld/heartbeat.c, 22.05 to 26.05).  None when
+    the file is shorter (being rewritten: it is replaced by a link, so rarely)."""
+    if len(data) < 16:
+        return None
+    written, index = struct.unpack(">QQ", data[:16])
+    return written, index
 
 
 def version_tuple(version: str | None) -> tuple[int, int]:
