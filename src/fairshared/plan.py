@@ -161,12 +161,19 @@ def candidates(jobs, result: Result, state: PushState, override_fixed: bool, unk
 
 def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
          current_site_factor: dict[int, int] | None = None,
-         override_fixed: bool = False) -> tuple[list[PushAction], PushState, list[Job]]:
+         override_fixed: bool = False, adopt_since: int | None = None
+         ) -> tuple[list[PushAction], PushState, list[Job]]:
     """Actions for the pending jobs, the push state they lead to, and the jobs skipped (no association).
 
     ``current_site_factor`` is what slurmctld holds per job when the source can
     read it (sprio); otherwise the push state's memory stands in for it.
     Jobs with an operator-set priority are left alone unless ``override_fixed``.
+
+    ``adopt_since`` (nice mode, two head nodes): a job submitted before it whose nice is not one
+    this daemon wrote is left alone.  Its nice may hold the other head's daemon's contribution,
+    which this daemon cannot tell from its owner's own nice: taking it for the owner's would
+    subtract a contribution twice.  Jobs submitted since, and jobs whose nice is ours, are planned
+    as usual.  None (one controller): every job's nice not ours is its owner's.
     """
     if mode not in ("site_factor", "nice"):
         raise ValueError(f"unknown push mode {mode!r}")
@@ -183,7 +190,10 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
                 old = prev.value if prev else None
             new_state.jobs[job.job_id] = JobState(new)
         elif mode == "nice":
-            base = prev.base if prev is not None and prev.ours(job.nice) else job.nice
+            mine = prev is not None and prev.ours(job.nice)
+            if not mine and adopt_since is not None and job.submit_time < adopt_since:
+                continue  # maybe the other head's daemon's value (see the docstring)
+            base = prev.base if mine else job.nice
             new = clamp(base - c)
             old = job.nice
             keep = prev.alt if prev is not None and prev.ours(job.nice) else None  # our value before, still ours

@@ -48,6 +48,7 @@ class PlanInputs:
     now: int
     config: dict = field(default_factory=dict)
     details: Any = None
+    adopt_since: int | None = None  # nice mode with two head nodes: see plan.plan
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class NiceMode(_BothStayOurs):
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
-                                     state=state, override_fixed=inputs.override_fixed)
+                                     state=state, override_fixed=inputs.override_fixed,
+                                     adopt_since=inputs.adopt_since)
         return Planned(actions, new, unknown)
 
 

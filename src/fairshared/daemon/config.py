@@ -162,6 +162,16 @@ class MetricsConfig(_Strict):
     The priority series (fairshared_job_priority*) exist only with push.mode = "priority"."""
 
 
+class ControllerConfig(_Strict):
+    push_when: Literal["active", "always"] = "active"
+    """active: with several SlurmctldHost, push only while the slurmctld beside this daemon is the
+    one in control (checked before each push batch); always: push wherever this daemon runs (the one
+    fairshared of a cluster, on a machine that is not a head node)."""
+    host: str | None = Field(None, min_length=1)
+    """Which SlurmctldHost this daemon runs beside (its name as slurm.conf gives it); default: the
+    entry named like this machine, as slurmctld itself decides."""
+
+
 class LoggingConfig(_Strict):
     format: Literal["auto", "json", "console"] = "auto"
     """auto: JSON lines under systemd or when not on a terminal, short key=value lines on a terminal."""
@@ -196,6 +206,7 @@ class Config(_Strict):
     push: PushConfig = PushConfig()
     http: HttpConfig = HttpConfig()
     metrics: MetricsConfig = MetricsConfig()
+    controller: ControllerConfig = ControllerConfig()
     logging: LoggingConfig = LoggingConfig()
     state: StateConfig = StateConfig()
 

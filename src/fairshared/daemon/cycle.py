@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ..engine.result import Result
 from ..model import Snapshot
 from ..sinks.base import PushAction
+from ..sources.controller import Role
 
 OUTCOMES = ("success", "pull_failed", "compute_failed", "push_failed")
 STAGES = ("pull", "compute", "push", "publish")
@@ -29,6 +30,9 @@ class CycleResult:
     * ``priorities``: the multifactor priority of each pending job the cycle planned for
       (:class:`fairshared.priority.Factors`, one per partition), with fairshared's fair-share
       factor; only cycles that read the job details have them (push.mode ``priority``).
+    * ``controller``: whether this daemon may push (the slurmctld beside it is in control), from
+      the last check of the cycle (:mod:`fairshared.sources.controller`); ``deferred`` counts the
+      planned updates it did not push because it was, or became, the standby head's.
     * ``fairshare_counted_twice``: push mode ``site_factor`` while Slurm's own
       PriorityWeightFairshare is not 0 (Slurm adds its fair-share term beside ours); None
       when the pull failed (the cluster's settings are unknown).
@@ -52,6 +56,8 @@ class CycleResult:
     seconds: dict[str, float] = field(default_factory=dict)
     fairshare_counted_twice: bool | None = None
     priorities: list = field(default_factory=list)
+    controller: Role | None = None  # which slurmctld is in control, as last checked this cycle
+    deferred: int = 0  # planned updates not pushed: this daemon's head went standby (or was)
 
     @property
     def ok(self) -> bool:

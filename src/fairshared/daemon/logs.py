@@ -19,7 +19,7 @@ ALWAYS = object()
 CONSOLE_QUIET: dict[str, dict[str, object]] = {
     # the settings are on the "cycle settings" line, logged whenever they change (runner.Runner._log)
     "cycle": {"algorithm": ALWAYS, "source": ALWAYS, "push_mode": ALWAYS, "dry_run": ALWAYS,
-              "reason": "timer", "push_errors": 0, "jobs_gone": 0},
+              "reason": "timer", "push_errors": 0, "jobs_gone": 0, "controller_active": True, "deferred": 0},
 }
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}

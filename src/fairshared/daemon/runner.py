@@ -26,12 +26,14 @@ from ..plan import PushState
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
+from ..sources.controller import ControllerCheck, Role
 from . import statefiles
 from .config import Config
 from .cycle import CycleResult
 from .logs import get_logger
 
 DEFAULT_WEIGHT = 10000
+PUSH_BATCH = 200  # job updates between two checks that this daemon's slurmctld is still in control
 
 
 def check_snapshot_shape(snap) -> None:
@@ -108,6 +110,10 @@ class Runner:
         self._logged_settings: tuple | None = None
         self._twice = False
         self._next_config: Config | None = None  # handed over by a reload, taken at the next cycle's start
+        # which slurmctld is in control, as last checked (sources/controller.py), and since when this
+        # daemon may push (Unix time; None while standby, or with one controller: see plan.plan)
+        self.role: Role | None = None
+        self.active_since: int | None = None
         self.started_at: float | None = None  # time.monotonic() at the last cycle's start
 
     # -- push state on disk ----------------------------------------------------------------------
@@ -211,6 +217,7 @@ class Runner:
             return self._fail(res, "pull_failed", str(exc) or repr(exc), t0, "pull")
         res.snapshot = snap
         self.cluster_config = snap.config
+        res.controller = self._check_controller(snap)
         res.fairshare_counted_twice = counts_fairshare_twice(cfg, snap)
         self._warn_twice(res.fairshare_counted_twice, snap)
         res.seconds["pull"] = time.monotonic() - t0
@@ -230,6 +237,22 @@ class Runner:
             self._push(res, mode, planned)
         res.seconds["push"] = time.monotonic() - t0
         return res
+
+    def _check_controller(self, snap: Snapshot) -> Role:
+        """May this daemon push: is the slurmctld beside it the one in control?  Logs each change."""
+        c = self.config.controller
+        role = ControllerCheck(c.host, c.push_when).role(snap.controllers)
+        ctl = snap.controllers
+        two_heads = ctl is not None and len(ctl.hosts) > 1 and c.push_when == "active"
+        if not role.active:
+            self.active_since = None
+        elif self.role is None or not self.role.active:
+            self.active_since = int(time.time()) if two_heads else None
+        if self.role is None or (role.active, role.host) != (self.role.active, self.role.host):
+            log = self.log.warning if not role.active and role.host is None else self.log.info
+            log("controller role", active=role.active, host=role.host, detail=role.detail)
+        self.role = role
+        return role
 
     def _pull(self, mode: PushMode):
         """A complete, consistent snapshot, the per-job details the mode needs, and the tree; raises otherwise."""
@@ -258,7 +281,8 @@ class Runner:
         res.result = compute(tree, res.algorithm, params)
         planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
-                                       config=snap.config, details=details), self.state)
+                                       config=snap.config, details=details, adopt_since=self.active_since),
+                            self.state)
         if planned.unknown:
             u = planned.unknown[0]
             self.log.warning("pending jobs without a known association", count=len(planned.unknown),
@@ -266,6 +290,11 @@ class Runner:
         return planned
 
     def _push(self, res: CycleResult, mode: PushMode, planned: Planned) -> None:
+        """Push in batches of PUSH_BATCH, each right after a check that this daemon's slurmctld is
+        in control: a takeover stops the push within a batch, and the other head's daemon (whose
+        plan compares with what Slurm holds) carries on without pushing a value twice."""
+        if not self._still_active(res, 0):
+            return
         # write ahead: a daemon killed half-way through the push must recognise, on restart,
         # both the old and the new value as its own (never apply a contribution twice)
         ahead = self.state.write_ahead(res.actions, planned.state)
@@ -275,22 +304,39 @@ class Runner:
             res.push_errors = len(res.actions)
             return
         failed: set[int] = set()
-        for action, err in zip(res.actions, self._apply(res.actions)):
-            if err is None:
-                res.pushed += 1
-                res.applied.append(action)
-            elif isinstance(err, JobGone):
-                res.jobs_gone += 1
-                failed.add(action.job_id)
-            else:
-                res.push_errors += 1
-                failed.add(action.job_id)
-                self.log.error("push refused", job_id=action.job_id, error=str(err))
+        for start in range(0, len(res.actions), PUSH_BATCH):
+            if start and not self._still_active(res, start):
+                failed.update(a.job_id for a in res.actions[start:])
+                break
+            batch = res.actions[start:start + PUSH_BATCH]
+            for action, err in zip(batch, self._apply(batch)):
+                if err is None:
+                    res.pushed += 1
+                    res.applied.append(action)
+                elif isinstance(err, JobGone):
+                    res.jobs_gone += 1
+                    failed.add(action.job_id)
+                else:
+                    res.push_errors += 1
+                    failed.add(action.job_id)
+                    self.log.error("push refused", job_id=action.job_id, error=str(err))
         self.state = mode.after_push(self.state, ahead, planned.state, res.actions, failed)
         self._save_state()
         if res.push_errors:
             res.outcome = "push_failed"
             res.error = f"{res.push_errors} of {len(res.actions)} job updates refused"
+
+    def _still_active(self, res: CycleResult, start: int) -> bool:
+        """Check the controller right before the batch at ``start``; False (and the rest deferred) on standby."""
+        if start:  # the cycle's own check, made after the pull, stands for the first batch
+            res.controller = self._check_controller(res.snapshot)
+        if res.controller.active:
+            return True
+        res.deferred = len(res.actions) - start
+        if start:
+            self.log.warning("stopped pushing: the other head's slurmctld is in control now", pushed=res.pushed,
+                             deferred=res.deferred, detail=res.controller.detail)
+        return False
 
     def _fail(self, res: CycleResult, outcome: str, error: str, t0: float, stage: str) -> CycleResult:
         res.outcome = outcome
@@ -325,6 +371,7 @@ class Runner:
             associations=len(res.snapshot.associations) if res.snapshot else None,
             pending_jobs=len(res.snapshot.jobs) if res.snapshot else None,
             planned=len(res.actions), pushed=res.pushed, push_errors=res.push_errors, jobs_gone=res.jobs_gone,
+            controller_active=res.controller.active if res.controller else None, deferred=res.deferred,
             **{f"{stage}_s": round(v, 4) for stage, v in res.seconds.items()},  # flat: pull_s=0.012 ...
         )
         if res.ok:
@@ -342,6 +389,8 @@ class Runner:
         rec: dict = {"cycle": res.number, "started": res.started, "finished": time.time(),
                      "outcome": res.outcome, "error": res.error, "algorithm": res.algorithm,
                      "push_mode": res.push_mode, "dry_run": res.dry_run,
+                     "controller": {"active": res.controller.active, "host": res.controller.host,
+                                    "detail": res.controller.detail} if res.controller else None,
                      "weight": None, "associations": None, "digest": None, "assocs": None, "jobs": None}
         try:
             if snap is not None:
@@ -423,6 +472,9 @@ class Runner:
             "planned": len(r.actions) if r else 0,
             "pushed": r.pushed if r else 0,
             "push_errors": r.push_errors if r else 0,
+            "deferred": r.deferred if r else 0,
+            "controller_active": r.controller.active if r and r.controller else None,
+            "controller": r.controller.detail if r and r.controller else None,
             "dry_run": r.dry_run if r else self.config.push.dry_run,
             "consecutive_failures": self.failures,
             # stale = the metrics we serve are not from this cycle (a push error does not make them stale)

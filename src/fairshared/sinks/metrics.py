@@ -153,6 +153,7 @@ class _View:
     pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
     push_mode: str | None = None
     counted_twice: int | None = None  # from the last cycle that read the cluster's settings
+    controller_active: int | None = None  # from the last cycle that checked which slurmctld is in control
 
 
 def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
@@ -283,6 +284,8 @@ class Metrics:
             )
             if cycle.fairshare_counted_twice is not None:
                 changes["counted_twice"] = int(cycle.fairshare_counted_twice)
+            if cycle.controller is not None:
+                changes["controller_active"] = int(cycle.controller.active)
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
@@ -394,6 +397,10 @@ class Metrics:
                          "PriorityWeightFairshare is not 0: Slurm adds its own fair-share term beside "
                          "fairshared's SiteFactor; else 0 (absent until the cluster's settings were read).",
                          [({}, v.counted_twice)])
+        if v.controller_active is not None:
+            yield _gauge("controller_active", "1 while this daemon may push: the slurmctld beside it is the one "
+                         "in control (or the cluster has one SlurmctldHost, or controller.push_when = always); "
+                         "0 on the standby head (absent until a cycle checked).", [({}, v.controller_active)])
         if v.planned_updates is not None:
             yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                          "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
