@@ -88,6 +88,7 @@ class ClusterInfo:
     version: str = ""  # what `scontrol --version` says, e.g. "25.11.7"
     default_partition: str = "debug"
     settings: str = "default"  # up --settings
+    backup: bool = False  # up --backup: two slurmctld, SlurmctldHost fsctl1 and fsctl2
 
     @property
     def series(self) -> tuple[int, int]:
@@ -96,7 +97,7 @@ class ClusterInfo:
 
 _current: ClusterInfo | None = None
 _cluster_path: str | None = None  # the cluster's own bin directories, from up's `export PATH=`
-_failures: dict[tuple[str, str], ClusterError] = {}
+_failures: dict[tuple[str, str, bool], ClusterError] = {}
 _leftovers_cleared = False
 
 
@@ -155,8 +156,9 @@ def _script(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[
     return proc
 
 
-def ensure_cluster(priority: str = "fair_tree", settings: str = "default") -> ClusterInfo:
-    """Bring the cluster up with the given priority mode and settings, and describe it.
+def ensure_cluster(priority: str = "fair_tree", settings: str = "default", backup: bool = False) -> ClusterInfo:
+    """Bring the cluster up with the given priority mode and settings, and describe it; with
+    ``backup``, two controllers (up --backup: fsctl1 the primary, fsctl2 the backup).
 
     Cached: a repeated call with the same mode and settings does nothing.
     Switching rewrites slurm.conf and restarts slurmctld/slurmd (usage is
@@ -167,15 +169,16 @@ def ensure_cluster(priority: str = "fair_tree", settings: str = "default") -> Cl
         raise ValueError(f"priority must be one of {PRIORITY_MODES}, not {priority!r}")
     if settings not in SETTINGS:
         raise ValueError(f"settings must be one of {SETTINGS}, not {settings!r}")
-    if _current is not None and (_current.priority, _current.settings) == (priority, settings):
+    key = (priority, settings, backup)
+    if _current is not None and (_current.priority, _current.settings, _current.backup) == key:
         return _current
-    if (priority, settings) in _failures:
-        raise _failures[(priority, settings)]
+    if key in _failures:
+        raise _failures[key]
     d = cluster_dir()
     try:
-        proc = _script(_up_argv(priority, settings), UP_TIMEOUT)
+        proc = _script(_up_argv(priority, settings, backup), UP_TIMEOUT)
     except ClusterError as exc:
-        _failures[(priority, settings)] = exc
+        _failures[key] = exc
         raise
     exports = parse_exports(proc.stdout)
     conf = Path(exports.get("SLURM_CONF", d / "etc" / "slurm.conf"))
@@ -192,6 +195,7 @@ def ensure_cluster(priority: str = "fair_tree", settings: str = "default") -> Cl
     _current = ClusterInfo(
         dir=d, conf=conf, env=env, cluster_name=CLUSTER_NAME,
         partitions=PARTITIONS, priority=priority, node=node, version=version[0], settings=settings,
+        backup=backup,
     )
     if _current.series != SERIES:
         raise ClusterError(f"asked for Slurm {SLURM_VERSION}, the cluster runs {_current.version}")
@@ -220,9 +224,9 @@ def clear_leftovers(timeout: float = 120.0) -> None:
     _leftovers_cleared = True
 
 
-def _up_argv(priority: str, settings: str) -> list[str]:
+def _up_argv(priority: str, settings: str, backup: bool = False) -> list[str]:
     return [str(UP), "--slurm", SLURM_VERSION, "--priority", priority, "--settings", settings,
-            "--dir", str(cluster_dir()), "--quiet"]
+            "--dir", str(cluster_dir()), "--quiet", *(["--backup"] if backup else [])]
 
 
 def current() -> ClusterInfo | None:
@@ -241,7 +245,7 @@ def cluster_available(priority: str = "fair_tree") -> bool:
 
 def unavailable_reason(priority: str = "fair_tree") -> str | None:
     """One-line reason why the cluster could not be started (or None)."""
-    exc = _failures.get((priority, "default"))
+    exc = _failures.get((priority, "default", False))
     return str(exc).splitlines()[0] if exc else None
 
 
@@ -443,9 +447,15 @@ def bounce_slurmdbd(away: float = 3.0) -> None:
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(away)
+    up_again()
+
+
+def up_again() -> None:
+    """Run up again for the current cluster: it starts whatever daemon is not running (a stopped
+    slurmdbd, a killed controller), changing nothing else."""
     if _current is None:
-        raise ClusterError("bounce_slurmdbd: no cluster")
-    _script(_up_argv(_current.priority, _current.settings), UP_TIMEOUT)
+        raise ClusterError("up_again: no cluster")
+    _script(_up_argv(_current.priority, _current.settings, _current.backup), UP_TIMEOUT)
 
 
 def remove_objects(users: Sequence[str], accounts: Sequence[str] = (), qos: Sequence[str] = ()) -> None:
