@@ -11,8 +11,10 @@ Each part starts that release's dev cluster (``deploy/dev-cluster/up --slurm VER
 package for 22.05, any other release built once from ../shared/slurm-src, see the dev-cluster
 README), runs pytest with ``FAIRSHARED_SLURM_VERSION`` set, and reports passed / failed / skipped
 and its wall time.  On 25.11 it builds pyslurm 25.11 from PyPI against that Slurm, once, into a
-virtualenv beside the build (``/var/tmp/fairshared-slurm/venv-25.11.x``), and runs the part with
-that interpreter, so the pyslurm source and updater are tested for real.  Only one dev cluster
+virtualenv beside the build (``/var/tmp/fairshared-slurm/venv-25.11.x``) with this checkout and its
+dependencies installed, and runs the part with that interpreter, so the pyslurm source and updater
+are tested for real.  That virtualenv sees no other site-packages: run from a venv (as the README
+says) or from the system Python, it holds everything it needs.  Only one dev cluster
 runs at a time: each part stops the previous one, and the last one is stopped at the end.  Exit
 status 0 only if every part ran tests and none failed.
 """
@@ -39,7 +41,8 @@ DEFAULT = "22.05"
 PYSLURM = {"25.11": "pyslurm>=25.11,<25.12"}  # the pyslurm release that builds against each Slurm
 
 # The real-Slurm tests that must pass on every release (the matrix), and the pyslurm ones.
-CORE = ["tests/test_slurm_differential.py", "tests/test_push_cli_slurm.py", "tests/test_daemon_slurm.py"]
+CORE = ["tests/test_slurm_differential.py", "tests/test_push_cli_slurm.py", "tests/test_daemon_slurm.py",
+        "tests/test_ha_slurm.py"]
 PYSLURM_TESTS = ["-m", "pyslurm"]
 TABLE_BEGIN, TABLE_END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
@@ -87,7 +90,7 @@ def pyslurm_python(version: str, exports: dict[str, str]) -> str:
     probe = [str(py), "-c", "import os; os.environ['PYSLURM_DISABLE_AUTO_INIT']='1'; import pyslurm"]
     if not py.exists() or subprocess.run(probe, capture_output=True).returncode != 0:
         log(f"building {PYSLURM[version]} against Slurm {prefix.name} into {venv} (about 5 min)")
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+        new_venv(venv)
         env = dict(os.environ, SLURM_INCLUDE_DIR=str(prefix / "include"), SLURM_LIB_DIR=str(prefix / "lib"))
         logf = BUILDS / f"pyslurm-{prefix.name}.log"
         with open(logf, "w") as fh:
@@ -95,9 +98,26 @@ def pyslurm_python(version: str, exports: dict[str, str]) -> str:
                          [str(py), "-m", "pip", "install", "--no-build-isolation", PYSLURM[version]]):
                 if subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
                     raise SystemExit(f"matrix: {' '.join(argv[2:])} failed; see {logf}")
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(REPO)], check=True,
-                   stdout=subprocess.DEVNULL)
+    install_checkout(py)
     return str(py)
+
+
+def new_venv(venv: Path) -> Path:
+    """An empty virtualenv at ``venv`` (replacing what is there); its python.
+
+    Not ``--system-site-packages``: run from a venv, "system" is the base Python beneath it, which
+    has none of the project's dependencies (seen: the pyslurm part failed on ``import structlog``)."""
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+def install_checkout(py: Path) -> None:
+    """This checkout, editable, with the dependencies its tests need, into ``py``'s environment."""
+    argv = [str(py), "-m", "pip", "install", "-q", "-e", f"{REPO}[test,plot]"]
+    proc = subprocess.run(argv, capture_output=True, text=True,
+                          env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    if proc.returncode != 0:
+        raise SystemExit(f"matrix: {' '.join(argv)} failed:\n{proc.stderr[-4000:]}")
 
 
 def run_part(part: Part, extra: list[str]) -> None:
@@ -107,8 +127,9 @@ def run_part(part: Part, extra: list[str]) -> None:
     part.setup_seconds = time.monotonic() - t0
     xml = BUILDS / f"junit-{part.version}-{part.what.replace(' ', '-')}.xml"
     env = dict(os.environ, FAIRSHARED_SLURM_VERSION=part.version)
-    if part.pyslurm:  # as if activated: its `fairshared` (the daemons the tests start) first on PATH
-        env["PATH"] = str(Path(python).parent) + ":" + env["PATH"]
+    # as if activated: the interpreter's `fairshared` (the daemons the tests start) first on PATH, also
+    # when this runs as /path/to/venv/bin/python tests/matrix.py without activating the venv
+    env["PATH"] = str(Path(python).parent) + ":" + env["PATH"]
     argv = [python, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={xml}", *part.args, *extra]
     log(f"Slurm {part.version}, {part.what}: {' '.join(argv[1:])}")
     t1 = time.monotonic()
