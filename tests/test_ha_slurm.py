@@ -16,7 +16,6 @@ import signal
 import struct
 import threading
 import time
-import urllib.request
 
 import pytest
 
