@@ -80,10 +80,11 @@ def test_heartbeat_decides_before_25_11(tmp_path, listener):
     assert not h1.role(ctl).active and h2.role(ctl).active
     beat(tmp_path, 1, age=30)  # older than SlurmctldTimeout: the writer may be dead, nobody pushes
     r = h2.role(ctl)
-    assert not r.active and re.search(r"from h2 is 3[01] s old", r.detail)
+    assert not r.active and re.search(r"from h2 is 3[01] s old", r.detail) and not r.fault
     (tmp_path / "heartbeat").unlink()
     r = h1.role(ctl)
-    assert not r.active and "no such file" in r.detail
+    assert not r.active and "no such file" in r.detail and r.fault  # a warning, not the other head's turn
+    assert not h2.role(replace(ctl, state_save_location=str(tmp_path / "nowhere"))).active
 
 
 def test_a_fresh_heartbeat_of_a_dead_controller_is_not_control(tmp_path):
@@ -102,6 +103,7 @@ def test_who_am_i(tmp_path, listener):
     assert ControllerCheck(hostnames=("h2", "h2.example.org")).role(ctl).active  # by this machine's name
     lost = ControllerCheck("h3").role(ctl)
     assert not lost.active and lost.host is None and "controller.host 'h3' is none of" in lost.detail
+    assert lost.fault
     assert ControllerCheck("h3", push_when="always").role(ctl).active
     one = Controllers(hosts=(("h1", "127.0.0.1"),), port=listener)
     assert ControllerCheck("anything").role(one).active

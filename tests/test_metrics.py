@@ -593,6 +593,11 @@ tests:
         values: '1x9 0x25'
       - series: 'fairshared_fairshare_counted_twice{{job="fairshared",instance="h:9817"}}'
         values: '0x4 1x20 0x10'
+      # two heads: h1 in control until 10m, then a takeover to h2 whose daemon cannot read the heartbeat
+      - series: 'fairshared_controller_active{{job="fairshared",instance="h1:9817"}}'
+        values: '1x9 0x25'
+      - series: 'fairshared_controller_active{{job="fairshared",instance="h2:9817"}}'
+        values: '0x34'
     alert_rule_test:
       - eval_time: 4m
         alertname: FairsharedMetricsStale
@@ -629,6 +634,13 @@ tests:
       - eval_time: 32m
         alertname: FairsharedFairShareCountedTwice
         exp_alerts: []
+      - eval_time: 20m
+        alertname: FairsharedNoHeadPushes
+        exp_alerts: []
+      - eval_time: 26m
+        alertname: FairsharedNoHeadPushes
+        exp_alerts:
+          - exp_labels: {{severity: critical, job: fairshared}}
 """
 
 
@@ -650,7 +662,7 @@ def without_annotations(rules_yaml: str) -> str:
 def test_alert_rules_fire_as_intended(prom, tmp_path):
     rules = tmp_path / "alerts.yml"
     rules.write_text(without_annotations(ALERTS.read_text()))
-    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 8
+    assert "annotations" not in rules.read_text() and rules.read_text().count("alert:") == 9
     f = tmp_path / "alerts_test.yml"
     f.write_text(RULE_TESTS.format(alerts=json.dumps(str(rules))))
     r = subprocess.run([prom.promtool, "test", "rules", str(f)], capture_output=True, text=True, timeout=60)

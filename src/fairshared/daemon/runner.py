@@ -250,7 +250,7 @@ class Runner:
             self.active_since = int(time.time()) if two_heads else None
         changed = self.role is None or (role.active, role.host) != (self.role.active, self.role.host)
         if changed and (two_heads or not role.active):  # one controller, nothing to tell: no line
-            log = self.log.warning if not role.active and role.host is None else self.log.info
+            log = self.log.warning if role.fault else self.log.info
             log("controller role", active=role.active, host=role.host, detail=role.detail)
         self.role = role
         return role

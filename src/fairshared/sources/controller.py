@@ -15,8 +15,9 @@ control from anywhere), so this asks the controller itself, right before each pu
   SlurmctldHost index (``slurmctld/heartbeat.c``).  Ours is in control when the index is ours and
   the file is fresher than SlurmctldTimeout (a stale one means the writer may be dead and the
   backup about to take over: nobody pushes meanwhile), and its slurmctld accepts connections (the
-  file outlives a killed writer by up to SlurmctldTimeout).  The file is 0600 SlurmUser's: the
-  daemon's user needs read access to it (a group ACL), see the README.
+  file outlives a killed writer by up to SlurmctldTimeout).  The file is SlurmUser's, created
+  0600 and replaced every few seconds, so no ACL opens it to another user: before 25.11, on two
+  head nodes, fairshared runs as SlurmUser (see the README).
 
 Which SlurmctldHost is this daemon's: ``controller.host`` in the config, else the entry named like
 this machine (short or full host name, as slurmctld itself decides, ``controller.c``
@@ -45,11 +46,14 @@ HEARTBEAT_TRIES = 3  # the file is rewritten as unlink + link: a read may miss i
 @dataclass(frozen=True)
 class Role:
     """``active``: this daemon may push; ``host``: its SlurmctldHost name (None: not a head node or
-    not decided); ``detail``: how it was decided, for the log line and the status."""
+    not decided); ``detail``: how it was decided, for the log line and the status; ``fault``: standby
+    because something is misconfigured (no such host, an unreadable heartbeat), not because the
+    other head is in control: the runner logs it as a warning."""
 
     active: bool
     host: str | None
     detail: str
+    fault: bool = False
 
 
 class ControllerCheck:
@@ -81,7 +85,8 @@ class ControllerCheck:
         if i is None:
             who = f"controller.host {self.host!r}" if self.host else f"this host ({self.hostnames[-1]})"
             return Role(False, None, f"{who} is none of SlurmctldHost {names}: pushing nowhere (set "
-                                     f"controller.host, or controller.push_when = 'always' for the one daemon)")
+                                     f"controller.host, or controller.push_when = 'always' for the one daemon)",
+                        fault=True)
         name, addr = ctl.hosts[i]
         if ctl.release >= (25, 11):
             answer = readyz(addr, ctl.port)
@@ -92,7 +97,7 @@ class ControllerCheck:
     def _heartbeat(self, ctl: Controllers, i: int, now: float) -> Role:
         name = ctl.hosts[i][0]
         if not ctl.state_save_location:
-            return Role(False, name, "no StateSaveLocation to read the heartbeat from")
+            return Role(False, name, "no StateSaveLocation to read the heartbeat from", fault=True)
         path = os.path.join(ctl.state_save_location, "heartbeat")
         for attempt in range(HEARTBEAT_TRIES):
             try:
@@ -101,10 +106,16 @@ class ControllerCheck:
                 break
             except FileNotFoundError:  # between the unlink and the link of a rewrite: as Slurm, try again
                 if attempt + 1 == HEARTBEAT_TRIES:
-                    return Role(False, name, f"cannot read {path}: no such file")
+                    return Role(False, name, f"cannot read {path}: no such file", fault=True)
                 time.sleep(0.1)
+            except PermissionError:
+                # slurmctld creates it 0600 and replaces it every few seconds: no ACL can open it to
+                # another user (the create mode masks a named entry out); see the README
+                return Role(False, name, f"cannot read {path}: permission denied (it is SlurmUser's, mode "
+                                         f"0600: before Slurm 25.11 run fairshared as SlurmUser on two "
+                                         f"head nodes)", fault=True)
             except OSError as exc:
-                return Role(False, name, f"cannot read {path}: {exc.strerror or exc}")
+                return Role(False, name, f"cannot read {path}: {exc.strerror or exc}", fault=True)
         if beat is None:
             return Role(False, name, f"{path} is shorter than 16 bytes")
         written, index = beat
