@@ -110,6 +110,7 @@ name = "{algorithm}"
 [push]
 mode = "{mode}"
 weight = {W}
+levels = 0  # W·F exactly: compared with Slurm's own F
 dry_run = {str(dry_run).lower()}
 [state]
 directory = "{state}/{mode}"

@@ -389,6 +389,7 @@ max_backoff = {2 * PERIOD}
 [push]
 mode = "nice"
 weight = {W}
+levels = 0  # W·F exactly: compared with Slurm's own F
 [logging]
 format = "json"
 [state]

@@ -141,6 +141,7 @@ kind = "pyslurm"
 [push]
 mode = "site_factor"
 weight = 10000
+levels = 0  # W·F exactly: compared with Slurm's own F
 [state]
 directory = "{tmp_path / 'state'}"
 """)

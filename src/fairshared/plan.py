@@ -1,6 +1,8 @@
 """What to write to which pending job: pure functions, no I/O.
 
     contribution c = round(W · F)        W = our fair-share weight, F = the job's user factor
+                 c = round(W · round(F · L) / L)   with push.levels L > 0: F on L + 1 levels, so
+                                      a drift smaller than a level updates no job (see contribution)
     site_factor:  SiteFactor = c                          (Slurm adds it to its own factors)
     nice:         Nice = owner's own nice − c             (priority rises by c; the owner's nice survives)
     priority:     Priority = P(job) with F in its fair-share term (priority.py), which *fixes* the
@@ -122,10 +124,20 @@ def job_factor(job: Job, factors: dict) -> float | None:
     return factors.get((job.account, job.user, None))
 
 
-def contribution(weight: int, factor: float) -> int:
-    """c = round(W · F), in [0, W]; a NaN factor (no value) contributes 0."""
+def contribution(weight: int, factor: float, levels: int = 0) -> int:
+    """c = round(W · F), in [0, W]; a NaN factor (no value) contributes 0.
+
+    With ``levels`` L > 0, F is first rounded to the nearest of the L + 1 levels 0, 1/L, …, 1:
+    c = round(W · round(F · L) / L).  The map is non-decreasing in F, so it never inverts two jobs'
+    order: a user with the higher F never gets the lower contribution (two users closer than a
+    level may get the same one); |c − W·F| ≤ W / 2L + 1/2.  Its point: under Slurm's continuous
+    usage decay the classic F of every user drifts a little every period, and without levels each
+    drift re-pushes every pending job of that user (benchmarks/push_churn.py measures it).
+    """
     if not factor == factor:
         return 0
+    if levels:
+        factor = round(factor * levels) / levels
     return int(round(weight * factor))
 
 
@@ -161,7 +173,7 @@ def candidates(jobs, result: Result, state: PushState, override_fixed: bool, unk
 
 def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
          current_site_factor: dict[int, int] | None = None,
-         override_fixed: bool = False, adopt_since: int | None = None
+         override_fixed: bool = False, adopt_since: int | None = None, levels: int = 0
          ) -> tuple[list[PushAction], PushState, list[Job]]:
     """Actions for the pending jobs, the push state they lead to, and the jobs skipped (no association).
 
@@ -174,6 +186,8 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     which this daemon cannot tell from its owner's own nice: taking it for the owner's would
     subtract a contribution twice.  Jobs submitted since, and jobs whose nice is ours, are planned
     as usual.  None (one controller): every job's nice not ours is its owner's.
+
+    ``levels``: F rounded to L + 1 levels before it is weighted (:func:`contribution`).
     """
     if mode not in ("site_factor", "nice"):
         raise ValueError(f"unknown push mode {mode!r}")
@@ -181,7 +195,7 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     new_state = PushState(mode)
     unknown: list[Job] = []
     for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=False):
-        c = contribution(weight, f)
+        c = contribution(weight, f, levels)
         if mode == "site_factor":
             new = clamp(c)
             if current_site_factor is not None and job.job_id in current_site_factor:

@@ -49,6 +49,7 @@ class PlanInputs:
     config: dict = field(default_factory=dict)
     details: Any = None
     adopt_since: int | None = None  # nice mode with two head nodes: see plan.plan
+    levels: int = 0  # push.levels: F rounded to L + 1 levels (plan.contribution); site_factor and nice
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class SiteFactorMode:
         current = {j.job_id: j.site_factor for j in inputs.jobs if j.site_factor is not None}
         actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
                                      state=state, current_site_factor=current or None,
-                                     override_fixed=inputs.override_fixed)
+                                     override_fixed=inputs.override_fixed, levels=inputs.levels)
         return Planned(actions, new, unknown)
 
     def after_push(self, before, ahead, planned, actions, failed):
@@ -114,7 +115,7 @@ class NiceMode(_BothStayOurs):
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
                                      state=state, override_fixed=inputs.override_fixed,
-                                     adopt_since=inputs.adopt_since)
+                                     adopt_since=inputs.adopt_since, levels=inputs.levels)
         return Planned(actions, new, unknown)
 
 

@@ -106,6 +106,10 @@ class PushConfig(_Strict):
     """Compute and report what would be pushed, push nothing."""
     override_fixed: bool = False
     """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
+    levels: int = Field(1000, ge=0, le=1_000_000)
+    """site_factor and nice: F is rounded to levels + 1 evenly spaced values before it is weighted,
+    so a drift smaller than a level updates no job (order is never inverted: a higher F never gets a
+    lower value); 0: W·F exactly.  Default 1000 from benchmarks/push_churn.py (README)."""
 
 
 class HttpConfig(_Strict):

@@ -282,7 +282,8 @@ class Runner:
         res.result = compute(tree, res.algorithm, params)
         planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
-                                       config=snap.config, details=details, adopt_since=self.active_since),
+                                       config=snap.config, details=details, adopt_since=self.active_since,
+                                       levels=cfg.push.levels),
                             self.state)
         if planned.unknown:
             u = planned.unknown[0]
