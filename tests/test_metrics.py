@@ -30,6 +30,7 @@ from fairshared.model import Association as A
 from fairshared.model import Job, Snapshot
 from fairshared.sinks.base import PushAction
 from fairshared.sinks.metrics import Metrics
+from fairshared.sources.controller import Role
 
 import prometheus_tools
 
@@ -493,9 +494,17 @@ def _metric_names_in(text: str) -> set[str]:
 def _full_render() -> str:
     m = Metrics(version="1")
     m.set_info(algorithm="fair_tree", source="test", push_mode="site_factor", dry_run=False)
-    m.publish(cycle(1, priorities=PRIORITIES, counted_twice=False))
+    first = cycle(1, priorities=PRIORITIES, counted_twice=False)
+    first.controller, first.deferred = Role(True, "h1", "heartbeat: h1 in control"), 3
+    m.publish(first)
     m.publish(cycle(2, "pull_failed"))
     return m.render().decode()
+
+
+def test_controller_role_and_deferred_updates_are_exported():
+    text = _full_render()
+    assert "\nfairshared_controller_active 1.0\n" in text
+    assert "\nfairshared_push_deferred_total 3.0\n" in text
 
 
 def dashboard_panel(title: str) -> list[str]:

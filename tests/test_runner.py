@@ -312,3 +312,72 @@ def test_fair_share_counted_twice_warns_once_per_change(tmp_path, monkeypatch):
     assert r.cycle().fairshare_counted_twice is False and gauge() == 0
     assert twice()[-1] == ("info", "fair share no longer counted twice") and len(twice()) == 4
     assert runner_mod.counts_fairshare_twice(config_from_dict({}), Snapshot([], config={"weight_fairshare": 1}))
+
+
+# --- a paced push: push.max_rate and slurmctld's rl_enable (issue 19) -------------------------------
+
+def many_jobs(n):
+    return [Job(i, "busy" if i % 2 else "idle", "a", "batch", priority=10, site_factor=0, nice=0)
+            for i in range(1, n + 1)]
+
+
+def test_rate_limit_from_slurmctld_parameters():
+    from fairshared.sources.slurm_text import rate_limit
+    assert rate_limit("enable_configless,idle_on_node_suspend") is None and rate_limit(None) is None
+    assert rate_limit("RL_ENABLE") == {"bucket_size": 30, "refill_rate": 2, "refill_period": 1}
+    assert rate_limit("rl_enable,rl_refill_rate=10,rl_bucket_size=50,rl_refill_period=2,rl_log_freq=0") == \
+        {"bucket_size": 50, "refill_rate": 10, "refill_period": 2}
+
+
+def test_a_push_over_the_rate_goes_largest_change_first_and_keeps_the_rest_for_later(tmp_path, monkeypatch):
+    q = Queue(many_jobs(40))
+    q.jobs[1] = replace(q.jobs[1], site_factor=480)  # busy's value is 500: a small change
+    CFG_RL = dict(CFG, calc_period_seconds=10, rate_limit={"bucket_size": 4, "refill_rate": 2, "refill_period": 1},
+                  slurm_user_uid=64030)
+    monkeypatch.setattr(Queue, "snapshot", lambda self, jobs=True: Snapshot(
+        associations=list(TREE), config=dict(CFG_RL), jobs=list(self.jobs.values())))
+    monkeypatch.setattr("fairshared.daemon.runner.os.geteuid", lambda: 1000)  # not SlurmUser, not root
+    r = runner(q, tmp_path)
+    slept = []
+    r.sleep = slept.append
+    res = r.cycle()
+    # 80 % of 2 per second, half of a 10 s period, plus half the bucket: 1.6 * 5 + 2 = 10
+    assert res.rate == pytest.approx(1.6) and res.pushed == 10 and res.deferred == 30
+    assert 1 not in {a.job_id for a in res.applied}  # 480 -> 500 is the smallest change: left for later
+    # paced one update at a time: before update k it waits until k / 1.6 s after the push began
+    # (the fake sleep does not advance the clock, so each wait is the whole time from the start)
+    assert len(slept) == 9 and slept == sorted(slept) and slept[-1] == pytest.approx(9 / 1.6, abs=0.2)
+    assert res.outcome == "success" and r.status()["deferred"] == 30
+    pushed = {a.job_id for a in res.applied}
+    later = r.cycle()  # the next cycle takes the next ten
+    assert later.pushed == 10 and not pushed & {a.job_id for a in later.applied}
+    monkeypatch.setattr("fairshared.daemon.runner.os.geteuid", lambda: 64030)  # SlurmUser: no limit
+    rest = r.cycle()
+    assert rest.rate is None and rest.pushed == 20 and rest.deferred == 0
+
+
+class NiceQueue(Queue):
+    def apply(self, action):
+        self.applied.append(action)
+        self.jobs[action.job_id] = replace(self.jobs[action.job_id], **{action.field: action.new})
+
+
+def test_a_deferred_nice_keeps_its_old_state_so_nothing_is_subtracted_twice(tmp_path):
+    q = NiceQueue(many_jobs(6))
+    r = runner(q, tmp_path, mode="nice")
+    first = r.cycle()
+    assert first.pushed == 6
+    nices = {j: q.jobs[j].nice for j in q.jobs}  # -500 busy, -1000 idle: ours
+    r.config = r.config.model_copy(update={"push": r.config.push.model_copy(update={"max_rate": 0.02})})
+    # idle starts using: busy and idle now share; everything changes, the rate allows 1 update per cycle
+    TREE_NOW = [TREE[0], TREE[1], TREE[2], replace(TREE[3], usage=90.0)]
+    q.snapshot = lambda jobs=True: Snapshot(associations=list(TREE_NOW), config=dict(CFG),
+                                            jobs=list(q.jobs.values()))
+    r.sleep = lambda s: None
+    paced = r.cycle()
+    assert paced.pushed == 1 and paced.deferred >= 2  # 0.02/s * 30 s = 0.6: at least one a cycle
+    # every job left for later still holds the nice we wrote, and is still known as ours
+    for j, job in q.jobs.items():
+        st = r.state.jobs[j]
+        assert st.ours(job.nice) and st.base == 0, (j, job.nice, st)
+    assert {j for j in q.jobs if q.jobs[j].nice != nices[j]} == {a.job_id for a in paced.applied}

@@ -218,6 +218,29 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     return actions, new_state, unknown
 
 
+def within_budget(actions: list[PushAction], budget: int, before: PushState, planned: PushState
+                  ) -> tuple[list[PushAction], PushState, int]:
+    """At most ``budget`` of ``actions``, the largest changes first; the push state planned with the
+    others' entries as they were (``before``), and how many were left for a later cycle.
+
+    Used when slurmctld's rate limit (or ``push.max_rate``) allows fewer updates per calc period
+    than planned.  A job left out keeps its old entry, so its current value stays one of ours in
+    nice and priority modes (taking it for the owner's would subtract a contribution twice); a job
+    that had none has none.  A job never pushed before (``old`` None) counts as the largest change.
+    """
+    if len(actions) <= budget:
+        return actions, planned, 0
+    ranked = sorted(actions, key=lambda a: -abs(a.new - a.old) if a.old is not None else -float("inf"))
+    chosen, later = ranked[:budget], ranked[budget:]
+    jobs = dict(planned.jobs)
+    for a in later:
+        if a.job_id in before.jobs:
+            jobs[a.job_id] = before.jobs[a.job_id]
+        else:
+            jobs.pop(a.job_id, None)
+    return chosen, PushState(planned.mode, jobs), len(later)
+
+
 # --- priority mode ---------------------------------------------------------------------------------
 
 PRIORITY_MAX_PUSH = 0xFFFFFFFD  # 2^32 − 3: 0xFFFFFFFE is NO_VAL, 0xFFFFFFFF (INFINITE) means "recalculate"

@@ -106,6 +106,11 @@ class PushConfig(_Strict):
     """Compute and report what would be pushed, push nothing."""
     override_fixed: bool = False
     """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
+    max_rate: float = Field(0, ge=0)
+    """Job updates per second at most (0: no limit of ours).  With slurmctld's rate limiting on
+    (SlurmctldParameters=rl_enable) and the daemon not SlurmUser or root, 80 % of its refill rate
+    applies too.  A cycle then pushes at most half a period's worth plus the bucket, the largest
+    changes first, and leaves the rest for the next cycles (logged, fairshared_push_deferred)."""
     levels: int = Field(1000, ge=0, le=1_000_000)
     """site_factor and nice: F is rounded to levels + 1 evenly spaced values before it is weighted,
     so a drift smaller than a level updates no job (order is never inverted: a higher F never gets a

@@ -57,7 +57,8 @@ class CycleResult:
     fairshare_counted_twice: bool | None = None
     priorities: list = field(default_factory=list)
     controller: Role | None = None  # which slurmctld is in control, as last checked this cycle
-    deferred: int = 0  # planned updates not pushed: this daemon's head went standby (or was)
+    deferred: int = 0  # planned updates not pushed: over the rate's budget, or this head went standby
+    rate: float | None = None  # job updates per second the push was paced to (None: unpaced)
 
     @property
     def ok(self) -> bool:

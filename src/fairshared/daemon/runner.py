@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import threading
 import time
 from dataclasses import replace
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ..engine import Params, build_tree, compute
 from ..model import InputError, Job, Snapshot
-from ..plan import PushState
+from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..sinks.base import JobGone, PushError
 from ..sources.base import SourceError
@@ -34,6 +35,8 @@ from .logs import get_logger
 
 DEFAULT_WEIGHT = 10000
 PUSH_BATCH = 200  # job updates between two checks that this daemon's slurmctld is still in control
+PUSH_SHARE = 0.5  # share of a calc period a rate-limited push may take (the pull needs the rest)
+RATE_LIMIT_SHARE = 0.8  # of slurmctld's refill rate: the pull's own RPCs draw from the same bucket
 
 
 def check_snapshot_shape(snap) -> None:
@@ -115,6 +118,7 @@ class Runner:
         self.role: Role | None = None
         self.active_since: int | None = None
         self.started_at: float | None = None  # time.monotonic() at the last cycle's start
+        self.sleep = time.sleep  # the push's pacing (push_rate); tests replace it
 
     # -- push state on disk ----------------------------------------------------------------------
 
@@ -228,8 +232,9 @@ class Runner:
         except Exception as exc:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
-        res.actions = planned.actions
         res.priorities = planned.priorities
+        planned = self._within_rate(res, snap, planned)
+        res.actions = planned.actions
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -291,6 +296,40 @@ class Runner:
                              example=f"job {u.job_id} ({u.account}/{u.user})")
         return planned
 
+    def push_rate(self, snap: Snapshot) -> tuple[float, int, str] | None:
+        """(job updates per second, burst, why) this daemon may send, or None when unlimited:
+        ``push.max_rate`` and slurmctld's rate limit (which spares SlurmUser and root)."""
+        limits = []
+        if self.config.push.max_rate:
+            limits.append((self.config.push.max_rate, 0, "push.max_rate"))
+        rl = snap.config.get("rate_limit") if isinstance(snap.config, dict) else None
+        if rl and os.geteuid() not in (0, snap.config.get("slurm_user_uid")):
+            per_second = RATE_LIMIT_SHARE * rl["refill_rate"] / rl["refill_period"]
+            limits.append((per_second, rl["bucket_size"] // 2, "slurmctld rl_enable"))
+        return min(limits) if limits else None
+
+    def _within_rate(self, res: CycleResult, snap: Snapshot, planned: Planned) -> Planned:
+        """Cut the plan to what the rate allows in half a calc period (the largest changes first)."""
+        rate = self.push_rate(snap)
+        res.rate = rate[0] if rate else None
+        if rate is None or not planned.actions:
+            return planned
+        per_second, burst, why = rate
+        budget = max(1, int(per_second * period_for(self.config, snap.config) * PUSH_SHARE) + burst)
+        actions, state, later = within_budget(planned.actions, budget, self.state, planned.state)
+        if later:
+            res.deferred = later
+            self.log.warning("push paced: more updates than the rate allows in a period", planned=len(
+                planned.actions), pushing=len(actions), deferred=later, rate=round(per_second, 3), limit=why)
+        return replace(planned, actions=actions, state=state)
+
+    def _pace(self, res: CycleResult, t0: float, done: int) -> None:
+        """Sleep until ``done`` updates are no faster than the rate (res.rate) since ``t0``."""
+        if res.rate:
+            wait = t0 + done / res.rate - time.monotonic()
+            if wait > 0:
+                self.sleep(wait)
+
     def _push(self, res: CycleResult, mode: PushMode, planned: Planned) -> None:
         """Push in batches of PUSH_BATCH, each right after a check that this daemon's slurmctld is
         in control: a takeover stops the push within a batch, and the other head's daemon (whose
@@ -306,11 +345,16 @@ class Runner:
             res.push_errors = len(res.actions)
             return
         failed: set[int] = set()
-        for start in range(0, len(res.actions), PUSH_BATCH):
+        # paced: batches of about a second's worth, so the controller check stays as frequent
+        size = PUSH_BATCH if not res.rate else max(1, min(PUSH_BATCH, int(res.rate)))
+        t0 = time.monotonic()
+        for start in range(0, len(res.actions), size):
+            if start:
+                self._pace(res, t0, start)
             if start and not self._still_active(res, start):
                 failed.update(a.job_id for a in res.actions[start:])
                 break
-            batch = res.actions[start:start + PUSH_BATCH]
+            batch = res.actions[start:start + size]
             for action, err in zip(batch, self._apply(batch)):
                 if err is None:
                     res.pushed += 1
@@ -334,7 +378,7 @@ class Runner:
             res.controller = self._check_controller(res.snapshot)
         if res.controller.active:
             return True
-        res.deferred = len(res.actions) - start
+        res.deferred += len(res.actions) - start
         if start:
             self.log.warning("stopped pushing: the other head's slurmctld is in control now", pushed=res.pushed,
                              deferred=res.deferred, detail=res.controller.detail)

@@ -154,6 +154,7 @@ class _View:
     push_mode: str | None = None
     counted_twice: int | None = None  # from the last cycle that read the cluster's settings
     controller_active: int | None = None  # from the last cycle that checked which slurmctld is in control
+    push_deferred: int = 0  # planned updates left for later cycles (rate budget, standby head)
 
 
 def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
@@ -280,6 +281,7 @@ class Metrics:
                 jobs_updated=old.jobs_updated + int(cycle.pushed),
                 push_errors=old.push_errors + int(cycle.push_errors),
                 jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
+                push_deferred=old.push_deferred + int(cycle.deferred),
                 job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
             if cycle.fairshare_counted_twice is not None:
@@ -388,6 +390,9 @@ class Metrics:
             ("push_errors", v.push_errors, "Pending-job updates Slurm refused."),
             ("jobs_gone", v.jobs_gone,
              "Planned updates skipped because the job had ended meanwhile (not an error)."),
+            ("push_deferred", v.push_deferred,
+             "Planned updates left for a later cycle: over what the rate (push.max_rate, slurmctld's "
+             "rl_enable) allows in a period, or this daemon's head went standby."),
             ("skipped_job_rows", v.job_rows_skipped,
              "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
         ):

@@ -108,7 +108,36 @@ def priority_config(raw: dict[str, str]) -> dict:
         "weight_tres": tres,
         "accounting_storage_enforce": enforce,
         "site_factor_plugin": None if plugin in ("(null)", "") else plugin,
+        "rate_limit": rate_limit(raw.get("SlurmctldParameters")),
+        "slurm_user_uid": _uid_of(raw.get("SlurmUser", "")),
     }
+
+
+def rate_limit(params: str | None) -> dict | None:
+    """slurmctld's RPC rate limiting from ``SlurmctldParameters``, None when off.
+
+    With ``rl_enable`` (matched as slurmctld does, a case-insensitive substring: rate_limit.c
+    ``rate_limit_init``) each user but SlurmUser and root has a token bucket of ``rl_bucket_size``
+    RPCs (default 30) refilled by ``rl_refill_rate`` tokens (2) every ``rl_refill_period`` seconds
+    (1); an RPC past it is answered "Rate limit exceeded", and Slurm's client library then sleeps
+    1, 2, 3 … s and retries without end (slurm_protocol_api.c, SLURMCTLD_COMMUNICATIONS_BACKOFF).
+    Keys: bucket_size, refill_rate, refill_period (22.05 to 26.05)."""
+    text = (params or "").lower()
+    if "rl_enable" not in text:
+        return None
+    out = {"bucket_size": 30, "refill_rate": 2, "refill_period": 1}
+    for item in text.split(","):
+        key, _, value = item.strip().partition("=")
+        name = key.removeprefix("rl_")
+        if name in out and value.strip().isdigit() and int(value) > 0:
+            out[name] = int(value)
+    return out
+
+
+def _uid_of(text: str) -> int | None:
+    """``SlurmUser = slurm(64030)`` → 64030."""
+    m = _NAME_UID.match(text.strip())
+    return int(m.group(2)) if m else None
 
 
 def controllers(raw: dict[str, str]) -> Controllers:
