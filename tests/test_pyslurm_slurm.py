@@ -126,12 +126,18 @@ def test_pushes_show_up_in_sprio_and_squeue(tree):
     a, b, c = tree
     upd = PyslurmUpdater(timeout=60)
     upd.apply(PushAction(a, "site_factor", 1234))
-    upd.apply(PushAction(b, "site_factor", 0))  # 0 goes through scontrol: pyslurm drops it
+    upd.apply(PushAction(b, "site_factor", 555))
     upd.apply(PushAction(c, "nice", -77))
     site = _by_job(["sprio", "-h", "-o", "%i|%S"])
     nice = _by_job(["squeue", "-h", "-t", "PD", "-o", "%i|%y"])
-    assert site[a] == 1234 and site[b] == 0
+    assert site[a] == 1234 and site[b] == 555
     assert nice[c] == -77
+    # back to 0: pyslurm's Job.modify drops a 0 (``if self.site_factor:``), so 0 goes through scontrol
+    upd.apply(PushAction(b, "site_factor", 0))
+    upd.apply(PushAction(c, "nice", 0))
+    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
+    nice = _by_job(["squeue", "-h", "-t", "PD", "-o", "%i|%y"])
+    assert site[a] == 1234 and site[b] == 0 and nice[c] == 0
 
 
 def test_a_daemon_on_pyslurm_runs_cycles_and_pushes_slurms_fairshare(tree, tmp_path):
