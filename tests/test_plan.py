@@ -160,3 +160,20 @@ def test_levels_keep_a_small_drift_from_updating_jobs():
         again, _, _ = plan(jobs, after, mode="site_factor", weight=10000, state=state,
                            current_site_factor=current, levels=levels)
         assert len(again) == pushed_again
+
+
+def test_an_array_parent_update_carries_its_split_tasks():
+    from fairshared.plan import by_array_parent
+    from fairshared.sinks.base import PushAction
+    jobs = [replace(job(100), display_id="100_[5-9]"),  # the pending remainder of array 100
+            replace(job(104), display_id="100_4"),  # split pending tasks of array 100
+            replace(job(103), display_id="100_3"),
+            replace(job(200), display_id="200_1"),  # a task whose parent record is not pending
+            replace(job(7), display_id="7")]
+    acts = [PushAction(100, "site_factor", 500), PushAction(104, "site_factor", 500),
+            PushAction(103, "site_factor", 700), PushAction(200, "site_factor", 500),
+            PushAction(7, "site_factor", 500)]
+    kept = by_array_parent(acts, jobs)
+    assert [a.job_id for a in kept] == [100, 103, 200, 7]  # 104 gets 500 from JobId=100
+    # no action for the parent (it holds 500 already): its tasks are pushed one by one
+    assert [a.job_id for a in by_array_parent(acts[1:], jobs)] == [104, 103, 200, 7]

@@ -60,3 +60,29 @@ def test_one_read_runs_each_slurm_command_once(pending):
     assert max(runs.values()) == 1 and len(runs) >= 8, runs
     cli.snapshot()  # a new read runs them again
     assert Counter(what for what, _ in cli.calls)["scontrol show config"] == 2
+
+
+def test_an_array_parent_update_reaches_its_split_pending_tasks(pending):
+    """plan.by_array_parent drops a split task's SiteFactor action when its array's parent record
+    gets the same value: it relies on ``scontrol update JobId=<array id>`` updating every task."""
+    from fairshared.sources.jobinfo_cli import read_jobs
+    from fairshared.sources.slurm_cli import SlurmCli
+
+    arr = sc.submit(USER, ACCOUNT, 1, 30, extra=("--begin=now+3600", "--array=1-5"))
+    try:
+        env = dict(sc.cluster_env())
+        for task in (2, 3):  # updating one task splits it off the parent record
+            sc.run(["scontrol", "update", f"JobId={arr}_{task}", "SiteFactor=11"])
+
+        def rows():
+            return {j.display_id: j for j in read_jobs(SlurmCli(env=env)) if j.display_id.startswith(f"{arr}_")}
+
+        before = rows()
+        assert {f"{arr}_2", f"{arr}_3"} <= set(before) and before[f"{arr}_2"].job_id != arr
+        [parent] = [d for d in before if d.startswith(f"{arr}_[")]
+        assert before[parent].job_id == arr and before[f"{arr}_2"].site_factor == 11
+        CliUpdater(env=env).apply(PushAction(arr, "site_factor", 321))  # the parent alone: one call
+        after = rows()
+        assert {d: j.site_factor for d, j in after.items()} == {d: 321 for d in before}
+    finally:
+        sc.run(["scancel", str(arr)], check=False)

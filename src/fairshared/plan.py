@@ -218,6 +218,37 @@ def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: Push
     return actions, new_state, unknown
 
 
+def by_array_parent(actions: list[PushAction], jobs: list[Job]) -> list[PushAction]:
+    """SiteFactor actions without those an array's parent update already makes.
+
+    A pending job array is one record until its tasks start or are changed one by one: squeue's
+    row ``123_[5-9]`` whose job id is the array's own id (123).  ``scontrol update JobId=123``
+    updates that record *and every task of the array*, split pending tasks (``123_4``, each with a
+    job id of its own) included, in one RPC (job_mgr.c ``update_job_str``: "Update all tasks of this
+    job array", 22.05 to 26.05).  So when the parent record gets SiteFactor v, a split task's own
+    action to v is one RPC, one job lock and one log line too many: dropped.  Tasks planned to
+    another value keep theirs (pushed after the parent's, in plan order).  SiteFactor only: it is
+    absolute and the same for every task; nice carries each task's own base.
+    """
+    parent_value: dict[int, int] = {}
+    for j in jobs:
+        head, sep, rest = j.display_id.partition("_")
+        if sep and rest.startswith("[") and head.isdigit() and int(head) == j.job_id:
+            parent_value[j.job_id] = -1  # a parent record; its planned value below
+    if not parent_value:
+        return actions
+    for a in actions:
+        if a.job_id in parent_value:
+            parent_value[a.job_id] = a.new
+    array_of = {}
+    for j in jobs:
+        head, sep, rest = j.display_id.partition("_")
+        if sep and rest.isdigit() and head.isdigit() and int(head) in parent_value:
+            array_of[j.job_id] = int(head)
+    return [a for a in actions
+            if not (a.job_id in array_of and parent_value[array_of[a.job_id]] == a.new)]
+
+
 def within_budget(actions: list[PushAction], budget: int, before: PushState, planned: PushState
                   ) -> tuple[list[PushAction], PushState, int]:
     """At most ``budget`` of ``actions``, the largest changes first; the push state planned with the

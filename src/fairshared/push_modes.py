@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from .engine.result import Result
 from .model import Job
-from .plan import PushState, plan, plan_priority
+from .plan import PushState, by_array_parent, plan, plan_priority
 from .sinks.base import PushAction
 
 __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
@@ -87,7 +87,7 @@ class SiteFactorMode:
         actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
                                      state=state, current_site_factor=current or None,
                                      override_fixed=inputs.override_fixed, levels=inputs.levels)
-        return Planned(actions, new, unknown)
+        return Planned(by_array_parent(actions, inputs.jobs), new, unknown)
 
     def after_push(self, before, ahead, planned, actions, failed):
         jobs = dict(planned.jobs)
