@@ -16,7 +16,11 @@ Slurm commands, the wall time of ``sshare -a -l -P`` on the same cluster (best o
 and the ratio (pull + compute) / sshare measured in the same run, as a table and as
 one JSON line (last line of stdout).
 
-Targets (issue): <= 30 s per cycle, and pull + compute <= 2 x sshare.
+Targets (issue 19): first cycle <= 60 s, an unchanged cycle <= 1.2 x sshare, pull + compute
+<= 1.5 x sshare, peak RSS <= 1 GiB (of this process, which runs the daemon's Runner); it also
+prints slurmctld's RPC counts per cycle (sdiag) and another client's squeue latency during it.
+At 100,000 associations and jobs: --associations 100000 --jobs 100000 --arrays 500
+--submit-workers 6 (MaxJobCount is 200,000 on the dev cluster).
 Measured on the 2-core dev VM (shared; figures move by ~30% with the neighbours' load):
 cycle 1 6.1 s, of it the push 4.1 s (jobs that get the same value share one
 `scontrol update JobId=a,b,...`; with one call per job it was 18-34 s, 3.7-6 ms a job);
@@ -79,6 +83,8 @@ INSTANCE_DEFAULTS = {
     "FAIRSHARED_SLURMD_PORT": "6918",
     "FAIRSHARED_SLURMDBD_PORT": "6919",
     "FAIRSHARED_MARIADB_PORT": "3407",
+    # ports of its own: it runs beside the test cluster instead of stopping it (up's one-at-a-time rule)
+    "FAIRSHARED_CLUSTER_ACTIVE": "/var/tmp/fs-bench.active",
 }
 FORBIDDEN = {"FAIRSHARED_CLUSTER_DIR": "/var/tmp/fairshared-cluster", "FAIRSHARED_SLURMCTLD_PORT": "6817",
              "FAIRSHARED_SLURMD_PORT": "6818", "FAIRSHARED_SLURMDBD_PORT": "6819",
@@ -247,7 +253,7 @@ def make_unix_users(lay: Layout, env: dict) -> None:
     log(f"{len(lay.unix)} Unix users ({len(created)} created)")
 
 
-def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3) -> None:
+def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3, arrays: int = 0) -> None:
     unix = set(lay.unix)
     assocs = [p for p in lay.pairs if p[0] in unix]
     random.Random(2).shuffle(assocs)
@@ -256,7 +262,10 @@ def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3) -> None:
 
     def one(i: int) -> None:
         user, account = assocs[i % len(assocs)]
-        run(["sbatch", "--parsable", f"--uid={user}", f"--account={account}",
+        # the first `arrays` submissions are job arrays of 100 tasks: one pending record each until
+        # tasks are split off (as on a real cluster, most of a big queue's jobs are array tasks)
+        array = ["--array=0-99"] if i < arrays else []
+        run(["sbatch", "--parsable", *array, f"--uid={user}", f"--account={account}",
              f"--partition={PARTITIONS[i % len(PARTITIONS)]}", f"-n{1 + i % 8}", "--chdir=/tmp",
              "--output=/dev/null", f"--job-name=fsb{i}", "--wrap", "sleep 60"], env, timeout=120)
 
@@ -291,6 +300,60 @@ def wait_for(what: str, fn, want: int, timeout: float = 120.0) -> int:
 
 # --- the measures -----------------------------------------------------------------------------------
 
+def sdiag_rpcs(env: dict) -> dict[str, int]:
+    """slurmctld's RPC counts by message type (``sdiag``'s "by message type" section)."""
+    out, on = {}, False
+    for line in run(["sdiag"], env, check=False).stdout.splitlines():
+        if "by message type" in line:
+            on = True
+        elif on and "by user" in line:
+            break
+        elif on and "count:" in line:
+            name = line.split()[0]
+            try:
+                out[name] = int(line.split("count:")[1].split()[0])
+            except (IndexError, ValueError):
+                pass
+    return out
+
+
+def rpc_delta(before: dict[str, int], after: dict[str, int], top: int = 6) -> list[tuple[str, int]]:
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: -kv[1])[:top]
+
+
+class SqueueProbe:
+    """Another client's latency while a cycle runs: ``squeue -h -t R`` every 0.5 s in a thread."""
+
+    def __init__(self, env: dict):
+        import threading
+        self.env, self.times, self.stop = env, [], threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self.stop.is_set():
+            t0 = time.perf_counter()
+            run(["squeue", "-h", "-t", "R", "-o", "%i"], self.env, check=False)
+            self.times.append(time.perf_counter() - t0)
+            self.stop.wait(0.5)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def summary(self) -> dict:
+        t = sorted(self.times)
+        return {"n": len(t), "median": t[len(t) // 2] if t else None, "max": t[-1] if t else None}
+
+
+def peak_rss_mib() -> float:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
 def time_sshare(env: dict, repeat: int = 3) -> tuple[float, list[float]]:
     times = []
     for _ in range(repeat):
@@ -300,11 +363,15 @@ def time_sshare(env: dict, repeat: int = 3) -> tuple[float, list[float]]:
     return min(times), times
 
 
-def run_cycle(runner: Runner, source, metrics: Metrics, label: str) -> dict:
-    source.calls.clear()
+def run_cycle(runner: Runner, source, metrics: Metrics, label: str, env: dict) -> dict:
+    calls = source.calls if hasattr(source, "calls") else source.cli.calls  # pyslurm: its CLI reads
+    calls.clear()
+    rpcs = sdiag_rpcs(env)
     t0 = time.perf_counter()
-    res = runner.cycle(label)
+    with SqueueProbe(env) as probe:
+        res = runner.cycle(label)
     wall = time.perf_counter() - t0
+    rpcs = rpc_delta(rpcs, sdiag_rpcs(env))
     t1 = time.perf_counter()
     scrape = len(metrics.render())
     render = time.perf_counter() - t1
@@ -316,9 +383,10 @@ def run_cycle(runner: Runner, source, metrics: Metrics, label: str) -> dict:
         "pending_jobs": len(snap.jobs) if snap else None,
         "planned": len(res.actions), "pushed": res.pushed, "push_errors": res.push_errors,
         "jobs_gone": res.jobs_gone, "seconds": s, "cycle_seconds": sum(s.values()), "wall_seconds": wall,
-        "pull_commands": [[what, secs] for what, secs in source.calls],
+        "pull_commands": [[what, secs] for what, secs in calls],
         "scrape_seconds": render, "scrape_bytes": scrape,
         "push_ms_per_job": 1000 * s["push"] / res.pushed if res.pushed else None,
+        "rpcs": rpcs, "squeue_during": probe.summary(), "peak_rss_mib": peak_rss_mib(),
     }
 
 
@@ -326,10 +394,12 @@ def jsonable(c: dict) -> dict:
     out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()}
     out["seconds"] = {k: round(v, 4) for k, v in c["seconds"].items()}
     out["pull_commands"] = [[what, round(secs, 4)] for what, secs in c["pull_commands"]]
+    out["squeue_during"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in c["squeue_during"].items()}
     return out
 
 
-def print_report(cycles: list[dict], sshare_best: float, sshare_all: list[float], setup: dict) -> None:
+def print_report(cycles: list[dict], sshare_best: float, sshare_all: list[float], setup: dict,
+                 setup_squeue: float | None = None) -> None:
     w = sys.stdout.write
     c0 = cycles[0]
     w(f"\ncluster: {c0['associations']} associations, {c0['pending_jobs']} pending jobs, "
@@ -347,16 +417,33 @@ def print_report(cycles: list[dict], sshare_best: float, sshare_all: list[float]
         f"{c['push_ms_per_job']:14.2f}" if c["push_ms_per_job"] else f"{'-':>14}" for c in cycles) + "\n")
     w(f"{'outcome':28}" + "".join(f"{c['outcome']:>14}" for c in cycles) + "\n")
     w(f"{'metrics scrape after (s)':28}" + "".join(f"{c['scrape_seconds']:14.3f}" for c in cycles) + "\n")
+    w(f"{'squeue meanwhile, max (s)':28}" + "".join(
+        f"{c['squeue_during']['max'] or 0:14.3f}" for c in cycles) + "\n")
+    w(f"{'peak RSS (MiB)':28}" + "".join(f"{c['peak_rss_mib']:14.1f}" for c in cycles) + "\n")
+    w(f"\nsqueue -t R alone: {setup_squeue:.3f} s\n" if setup_squeue is not None else "")
+    w("slurmctld RPCs during each cycle (sdiag):\n")
+    for c in cycles:
+        w(f"  {c['label']}: " + ", ".join(f"{k} {v}" for k, v in c["rpcs"]) + "\n")
     w(f"\nsshare -a -l -P: best of 3 {sshare_best:.3f} s ({', '.join(f'{t:.3f}' for t in sshare_all)})\n")
     w("pull's Slurm commands (s):\n")
     for c in cycles:
         w(f"  {c['label']}: " + ", ".join(f"{what} {secs:.3f}" for what, secs in c["pull_commands"]) + "\n")
-    ok1 = c0["cycle_seconds"] <= 30
-    ok2 = c0["ratio"] <= 2
-    w(f"\ntargets (cycle 1): cycle <= 30 s: {'PASS' if ok1 else 'FAIL'} ({c0['cycle_seconds']:.1f} s); "
-      f"pull+compute <= 2 x sshare: {'PASS' if ok2 else 'FAIL'} ({c0['ratio']:.2f} x)\n")
+    for name, ok, have in targets(cycles, sshare_best):
+        w(f"target {name}: {'PASS' if ok else 'FAIL'} ({have})\n")
     w(f"setup: {', '.join(f'{k} {v:.1f} s' for k, v in setup.items())}\n\n")
     sys.stdout.flush()
+
+
+def targets(cycles: list[dict], sshare: float) -> list[tuple[str, bool, str]]:
+    """Issue 19's targets: first cycle <= 60 s, an unchanged cycle <= 1.2 x sshare, pull + compute
+    <= 1.5 x sshare, peak RSS <= 1 GiB."""
+    c0, c1 = cycles[0], cycles[-1]
+    rss = max(c["peak_rss_mib"] for c in cycles)
+    return [("first cycle <= 60 s", c0["cycle_seconds"] <= 60, f"{c0['cycle_seconds']:.1f} s"),
+            ("unchanged cycle <= 1.2 x sshare", c1["cycle_seconds"] <= 1.2 * sshare,
+             f"{c1['cycle_seconds'] / sshare:.2f} x"),
+            ("pull + compute <= 1.5 x sshare", c0["ratio"] <= 1.5, f"{c0['ratio']:.2f} x"),
+            ("peak RSS <= 1 GiB", rss <= 1024, f"{rss:.0f} MiB")]
 
 
 def main() -> int:
@@ -374,6 +461,12 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="measure on the instance as it is (kept by an earlier --keep run): build nothing")
     ap.add_argument("--submit-workers", type=int, default=3, help="concurrent sbatch calls (default 3)")
+    ap.add_argument("--arrays", type=int, default=0,
+                    help="of the --jobs submissions, this many are job arrays of 100 tasks (default 0)")
+    ap.add_argument("--source", choices=("cli", "pyslurm"), default="cli",
+                    help="the daemon's source and updater (pyslurm: run from a venv with pyslurm built "
+                         "against this Slurm, see tests/matrix.py)")
+    ap.add_argument("--levels", type=int, default=None, help="push.levels (default: the daemon's)")
     args = ap.parse_args()
     if args.quick:
         args.associations, args.jobs = 1_000, 500
@@ -404,7 +497,7 @@ def main() -> int:
             for p in PARTITIONS:  # jobs stay PENDING (reason PartitionDown) with a normal priority
                 run(["scontrol", "update", f"partitionname={p}", "state=down"], env)
             t0 = time.monotonic()
-            submit_jobs(lay, args.jobs, env, args.submit_workers)
+            submit_jobs(lay, args.jobs, env, args.submit_workers, args.arrays)
             setup["jobs"] = time.monotonic() - t0
         n_assoc = wait_for("associations in sshare", lambda: count_assocs(env), lay.total)
         n_jobs = wait_for("pending jobs", lambda: count_pending(env), args.jobs)
@@ -412,37 +505,43 @@ def main() -> int:
 
         sshare_best, sshare_all = time_sshare(env)
         log(f"sshare -a -l -P: best {sshare_best:.3f} s")
+        t0 = time.perf_counter()
+        run(["squeue", "-h", "-t", "R", "-o", "%i"], env)
+        squeue_alone = time.perf_counter() - t0
 
-        config = config_from_dict({"source": {"kind": "cli", "timeout": 300},
-                                   "push": {"mode": "site_factor"},
+        push = {"mode": "site_factor"} | ({"levels": args.levels} if args.levels is not None else {})
+        config = config_from_dict({"source": {"kind": args.source, "timeout": 300},
+                                   "push": push,
                                    "logging": {"format": "json", "level": "warning"},
                                    "state": {"directory": state}})
         configure_logs("json", "warning")
+        if args.source == "pyslurm":  # libslurm reads SLURM_CONF from this process's environment
+            os.environ["SLURM_CONF"] = env["SLURM_CONF"]
         source, updater = make_source_and_updater(config, demo=False)
         source.env = dict(env)  # the daemon inherits its environment: here, this instance's SLURM_CONF
         updater.env = dict(env)
         metrics = Metrics(version=__version__, registry=CollectorRegistry(auto_describe=False))
-        metrics.set_info(algorithm="cluster", source="cli", push_mode="site_factor", dry_run=False)
+        metrics.set_info(algorithm="cluster", source=args.source, push_mode="site_factor", dry_run=False)
         runner = Runner(config, source, updater, metrics, state)
 
         cycles = []
         for label in ("cycle 1", "cycle 2"):
             log(f"{label} ...")
-            c = run_cycle(runner, source, metrics, label)
+            c = run_cycle(runner, source, metrics, label, env)
             c["ratio"] = (c["seconds"]["pull"] + c["seconds"]["compute"]) / sshare_best
             log(f"{label}: {c['outcome']} in {c['cycle_seconds']:.2f} s, {c['pushed']} pushed")
             cycles.append(c)
         sf = run(["sprio", "-h", "-o", "%i %S"], env).stdout.split()
         with_sf = sum(1 for v in sf[1::2] if v != "0")
         setup_total = time.monotonic() - t_start
-        print_report(cycles, sshare_best, sshare_all, setup)
+        print_report(cycles, sshare_best, sshare_all, setup, squeue_alone)
         print(f"jobs holding a non-zero SiteFactor afterwards (sprio): {with_sf}")
         print(json.dumps({
             "benchmark": "cycle_slurm", "associations": n_assoc, "pending_jobs": n_jobs,
             "sshare_seconds": round(sshare_best, 4), "sshare_all": [round(t, 4) for t in sshare_all],
             "cycles": [jsonable(c) for c in cycles],
-            "targets": {"cycle_le_30s": cycles[0]["cycle_seconds"] <= 30,
-                        "ratio_le_2": cycles[0]["ratio"] <= 2},
+            "targets": {name: ok for name, ok, _ in targets(cycles, sshare_best)},
+            "slurm": run(["scontrol", "--version"], env).stdout.strip(), "date": time.strftime("%Y-%m-%d"),
             "setup_seconds": {k: round(v, 1) for k, v in setup.items()},
             "benchmark_seconds": round(setup_total, 1),
         }), flush=True)
