@@ -9,7 +9,7 @@ from dataclasses import replace
 from . import __version__
 from .commands import name_list
 from .commands import positive_float as _positive_float
-from .commands.common import add_source, default_algorithm, load_inputs
+from .commands.common import add_source, default_algorithm, load_inputs, parse_at
 from .engine import ALGORITHMS, Params, build_tree, compute
 from .inputs.priority_snapshot import save_inputs
 from .model import InputError
@@ -33,6 +33,8 @@ def load_input(args: argparse.Namespace) -> PriorityInputs:
 def cmd_compute(args: argparse.Namespace) -> int:
     if args.usage == "accounting" and args.source != "slurm":
         raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
+    if args.at != "auto" and not args.demo:
+        raise InputError("compute --at goes with --demo (the other inputs are taken at their own time)")
     pi = load_input(args)
     snap = pi.snapshot
     if args.usage == "accounting":
@@ -204,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-A", "--accounts", type=name_list, metavar="ACCT[,ACCT]",
                    help="as sshare -A: only associations in these accounts (each account's row and its "
                    "users; its sub-accounts are accounts of their own)")
+    p.add_argument("--at", type=parse_at, default="auto", metavar="WHEN",
+                   help="with --demo: the moment the simulated cluster is shown at, as Unix seconds or an "
+                   "ISO 8601 date-time (default: now)")
     p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
                    help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
                    "the accounting records (sacct) with slurmctld's own arithmetic")

@@ -27,6 +27,7 @@ from ..priority import (
 from .common import (
     add_at,
     add_source,
+    clock_for,
     default_algorithm,
     engine_result,
     evaluation_time,
@@ -353,7 +354,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return __import__("fairshared.commands.explain_vs_cmd", fromlist=["x"]).cmd_explain_vs(args)
     pi = load_inputs(args)
     warn(pi)
-    now, when = evaluation_time(args.at, pi, live(args))
+    now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
     save_if_asked(args, pi, now)
     sys.stdout.write(explain_text(pi, args.job, algorithm, now, when, args.neighbours))

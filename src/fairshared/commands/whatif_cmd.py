@@ -22,6 +22,7 @@ from . import positive_float
 from .common import (
     add_at,
     add_source,
+    clock_for,
     default_algorithm,
     engine_result,
     evaluation_time,
@@ -151,7 +152,7 @@ def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
 def cmd_whatif(args: argparse.Namespace) -> int:
     pi = load_inputs(args)
     warn(pi)
-    now, _ = evaluation_time(args.at, pi, live(args))
+    now, _ = evaluation_time(args.at, pi, live(args), clock_for(args))
     data = whatif_data(pi, args, now)
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)
