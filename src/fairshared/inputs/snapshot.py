@@ -51,12 +51,31 @@ def load_snapshot(fh: TextIO, name: str = "<snapshot>") -> Snapshot:
     return snapshot_from_dict(parse_document(fh.read(), name), name)
 
 
+class _OutOfRange(ValueError):
+    def __init__(self, literal: str):
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _finite_float(literal: str) -> float:
+    """json's parse_float: ``1e400`` is not silently infinity."""
+    v = float(literal)
+    if math.isinf(v):
+        raise _OutOfRange(literal)
+    return v
+
+
 def parse_document(text: str, name: str = "<snapshot>") -> Any:
     """The JSON document in ``text``; an sshare dump or bad JSON is an :class:`InputError` naming ``name``."""
     if looks_like_sshare_dump(text):
         raise InputError(f"looks like an sshare dump (`sshare -a -l -P`): use --from-sshare {name}", name)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except _OutOfRange as exc:
+        line = text.count("\n", 0, max(text.find(exc.literal), 0)) + 1
+        shown = exc.literal if len(exc.literal) <= 40 else exc.literal[:37] + "..."
+        raise InputError(f"the number {shown} is beyond a double's range (1.8e308)",
+                         f"{name}:{line}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"is not valid JSON: {exc.msg}", f"{name}:{exc.lineno}") from None
     except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
