@@ -65,3 +65,78 @@ def test_usages_whose_sum_is_beyond_a_double_name_the_account(capsys, tmp_path, 
     path.write_text(json.dumps(doc))
     err = fails(capsys, *cmd, "--snapshot", str(path))
     assert "account 'physics': usage, the sum of its subtree (3.000e+308), is beyond a double's range" in err
+
+
+# --- sprio -l, and filters that match nothing --------------------------------------------------------
+
+
+def run(capsys, *argv) -> tuple[str, str]:
+    assert main(list(argv)) == 0, capsys.readouterr().err
+    c = capsys.readouterr()
+    return c.out, c.err
+
+
+# Slurm 23.02 to 26.05 (src/sprio/sprio.c, 25.11.7 l.161): "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F
+# %.10J %.10P %.10n %.10Q %.11N %.20T"
+LONG = ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE", "ASSOC", "FAIRSHARE", "JOBSIZE",
+        "PARTITION", "QOSNAME", "QOS", "NICE", "TRES"]
+
+
+@pytest.mark.parametrize("flag", ["-l", "--long"])
+def test_sprio_l_is_accepted_and_prints_the_long_columns(capsys, flag):
+    out, err = run(capsys, "sprio", "--demo", flag)
+    assert err == "" and out == run(capsys, "sprio", "--demo")[0]  # the long format is what it prints
+    lines = out.splitlines()
+    assert lines[0].split() == LONG and len(lines) > 2
+    widths = [15, 9, 8, 8, 10, 10, 10, 10, 10, 10, 10, 10, 10, 11, 20]
+    assert len(lines[0]) == sum(widths) + len(widths) - 1
+    assert run(capsys, "sprio", "--demo", flag, "-u", "alice")[0].splitlines()[0].split() == LONG
+
+
+def test_sprio_l_of_a_22_05_cluster_has_that_releases_columns(capsys, tmp_path):
+    doc = json.loads(EXAMPLE.read_text())
+    doc["config"]["slurm_version"] = "22.05.8"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(doc))
+    head = run(capsys, "sprio", "--snapshot", str(path), "-l")[0].splitlines()[0].split()
+    assert head == [c for c in LONG if c not in ("ACCOUNT", "QOSNAME")]
+
+
+def test_sprio_l_w_prints_the_weights_under_the_long_header(capsys):
+    out = run(capsys, "sprio", "--demo", "-l", "-w")[0].splitlines()
+    assert out[0].split() == LONG and len(out) == 2
+    cells = {}
+    at = 0
+    for name, width in zip(LONG, [15, 9, 8, 8, 10, 10, 10, 10, 10, 10, 10, 10, 10, 11, 20]):
+        cells.setdefault(name, []).append(out[1][at:at + width].strip())
+        at += width + 1
+    assert cells["JOBID"] == ["Weights"] and cells["SITE"] == ["1"] and cells["PRIORITY"] == [""]
+    assert cells["FAIRSHARE"] == ["10000"] and cells["AGE"] == ["1000"] and cells["ASSOC"] == ["0"]
+    assert cells["PARTITION"] == ["", "1000"] and cells["QOS"] == ["2000"] and cells["QOSNAME"] == [""]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["-u", "zed"], "-u zed"),
+    (["-u", "zed,yann"], "-u zed,yann"),
+    (["-j", "5,6"], "-j 5,6"),
+    (["-p", "debug"], "-p debug"),
+    (["-u", "alice", "-p", "nowhere"], "-u alice -p nowhere"),
+    (["-u", "zed", "--format", "json"], "-u zed"),
+])
+def test_sprio_filters_that_match_no_job_say_so(capsys, argv, said):
+    out, err = run(capsys, "sprio", "--demo", *argv)
+    assert err == f"fairshared: no pending job matches {said}\n"
+    assert out.splitlines()[0].split() == LONG if "json" not in argv else json.loads(out) == {"jobs": []}
+
+
+def test_sprio_filters_that_match_say_nothing(capsys):
+    assert run(capsys, "sprio", "--demo", "-p", "gpu")[1] == ""
+    assert run(capsys, "sprio", "--demo", "-u", "zed", "-w")[1] == ""  # -w lists weights, not jobs
+
+
+@pytest.mark.parametrize("argv, said", [(["-u", "zed"], "-u zed"), (["-A", "nosuch"], "-A nosuch"),
+                                        (["-u", "lee", "-A", "physics"], "-u lee -A physics")])
+def test_compute_filters_that_match_no_association_say_so(capsys, argv, said):
+    out, err = run(capsys, "compute", "--demo", "-P", *argv)
+    assert err == f"fairshared: no association matches {said}\n" and out.startswith("Account|User|")
+    assert run(capsys, "compute", "--demo", "-u", "lee")[1] == ""

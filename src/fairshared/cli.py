@@ -56,6 +56,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
     if args.parsable:
         style = "parsable"
     rows = selected(result, args.users, args.accounts) if args.users or args.accounts else None
+    if rows is not None and (not rows or (args.users and not any(result.tree.is_user[i] for i in rows))):
+        given = (("-u", args.users), ("-A", args.accounts))
+        print("fairshared: no association matches " + " ".join(f"{f} {','.join(v)}" for f, v in given if v),
+              file=sys.stderr)
     write(result, style, sys.stdout, rows, columns)
     return 0
 

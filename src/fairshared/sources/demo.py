@@ -65,7 +65,7 @@ PARTITIONS = ("batch", "gpu")
 # The demo cluster's slurm.conf, for the daemon and the commands alike.
 CONFIG = {
     "cluster_name": "demo",
-    "slurm_version": "demo",
+    "slurm_version": "25.11",  # whose sprio -l it prints (ACCOUNT and QOSNAME columns)
     "priority_type": "priority/multifactor",
     "priority_flags": [],
     "dampening": 1,
@@ -96,7 +96,7 @@ CPUS = (1, 4, 16, 64, 8)  # a job's CPUs (and nodes: 1 per 16 CPUs), by job id
 CLUSTER = ClusterInfo(
     partitions={"batch": PartitionInfo("batch", priority_job_factor=1, priority_tier=1, max_time=None),
                 "gpu": PartitionInfo("gpu", priority_job_factor=10, priority_tier=1, max_time=None)},
-    qos_priority={"normal": 0, "high": 100}, node_count=16, cpu_count=1024)
+    qos_priority={"normal": 0, "high": 100}, node_count=16, cpu_count=1024, slurm_version=(25, 11))
 
 
 def clock() -> float:
