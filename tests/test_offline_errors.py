@@ -140,3 +140,27 @@ def test_compute_filters_that_match_no_association_say_so(capsys, argv, said):
     out, err = run(capsys, "compute", "--demo", "-P", *argv)
     assert err == f"fairshared: no association matches {said}\n" and out.startswith("Account|User|")
     assert run(capsys, "compute", "--demo", "-u", "lee")[1] == ""
+
+
+# --- --save-snapshot - ---------------------------------------------------------------------------------
+
+
+SAVERS = [["compute"], ["sprio"], ["compare"], ["explain", "JOB"], ["explain", "JOB", "--vs", "hana"],
+          ["whatif", "--shares", "chemistry=70"]]
+
+
+@pytest.mark.parametrize("saver", SAVERS)
+def test_save_snapshot_dash_writes_the_snapshot_to_stdout_and_nothing_else(capsys, tmp_path, monkeypatch, saver):
+    import io
+
+    job = str(json.loads(run(capsys, "sprio", "--demo", "--format", "json")[0])["jobs"][0]["job_id"])
+    saver = [job if a == "JOB" else a for a in saver]
+    out, err = run(capsys, *saver, "--demo", "--save-snapshot", "-")
+    assert not (tmp_path / "-").exists()
+    doc = json.loads(out)  # the whole of stdout is one JSON document
+    assert doc["schema"] == "fairshared-snapshot" and doc["priority_inputs"]["jobs"]
+    path = tmp_path / "s.json"
+    run(capsys, *saver, "--demo", "--save-snapshot", str(path))
+    assert json.loads(path.read_text()) == doc  # the same snapshot a file gets
+    monkeypatch.setattr("sys.stdin", io.StringIO(out))
+    assert run(capsys, "sprio", "--snapshot", "-")[0] == run(capsys, "sprio", "--demo")[0]

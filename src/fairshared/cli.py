@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from dataclasses import replace
 
@@ -51,7 +53,7 @@ def cmd_compute(args: argparse.Namespace) -> int:
     result = compute(tree, algorithm, Params(dampening=float(dampening), priority_levels=levels,
                                              zero_shares_best=args.zero_shares_best))
     if args.save_snapshot:
-        save_inputs(pi, args.save_snapshot, pi.evaluated_at)
+        save_inputs(pi, args.save_snapshot, pi.evaluated_at, getattr(args, "snapshot_stdout", None))
     style, columns = args.format
     if args.parsable:
         style = "parsable"
@@ -262,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "save_snapshot", None) == "-":  # the snapshot is the output: the rest goes nowhere
+            args.snapshot_stdout = sys.stdout
+            with contextlib.redirect_stdout(io.StringIO()):
+                return args.func(args)
         return args.func(args)
     except InputError as exc:
         print(f"fairshared: error: {exc}", file=sys.stderr)

@@ -53,7 +53,8 @@ def add_source(p: argparse.ArgumentParser, *, required: bool = False) -> None:
                    help="with the live cluster: how long each Slurm command may take (default: 60)")
     p.add_argument("--save-snapshot", metavar="FILE",
                    help="also write what was read (tree, config, pending jobs, partitions, QOS) as a snapshot "
-                   "that every command reads back with --snapshot FILE")
+                   "that every command reads back with --snapshot FILE; '-' writes it to standard output "
+                   "instead of the command's own output")
 
 
 def add_at(p: argparse.ArgumentParser) -> None:
@@ -102,7 +103,7 @@ def clock_for(args: argparse.Namespace):
 
 def save_if_asked(args: argparse.Namespace, pi: PriorityInputs, evaluated_at: float | None) -> None:
     if getattr(args, "save_snapshot", None):
-        save_inputs(pi, args.save_snapshot, evaluated_at)
+        save_inputs(pi, args.save_snapshot, evaluated_at, getattr(args, "snapshot_stdout", None))
 
 
 def evaluation_time(at: str | float, pi: PriorityInputs, live: bool, clock=time.time) -> tuple[int, str]:

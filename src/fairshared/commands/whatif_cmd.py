@@ -28,6 +28,7 @@ from .common import (
     evaluation_time,
     live,
     load_inputs,
+    save_if_asked,
     warn,
 )
 from .compare import parse_weights
@@ -153,6 +154,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     pi = load_inputs(args)
     warn(pi)
     now, _ = evaluation_time(args.at, pi, live(args), clock_for(args))
+    save_if_asked(args, pi, now)
     data = whatif_data(pi, args, now)
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)

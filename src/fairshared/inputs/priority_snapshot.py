@@ -131,8 +131,14 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
                           slurm_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
 
 
-def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None) -> None:
-    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back)."""
+def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None, stdout=None) -> None:
+    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back); ``-`` is
+    ``stdout`` (the command's own output is then left out: see ``cli.main``)."""
+    if path == "-":
+        out = stdout or sys.stdout
+        json.dump(inputs_to_dict(pi, evaluated_at), out, indent=1)
+        out.write("\n")
+        return
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(inputs_to_dict(pi, evaluated_at), fh, indent=1)
