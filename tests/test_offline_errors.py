@@ -150,7 +150,8 @@ SAVERS = [["compute"], ["sprio"], ["compare"], ["explain", "JOB"], ["explain", "
 
 
 @pytest.mark.parametrize("saver", SAVERS)
-def test_save_snapshot_dash_writes_the_snapshot_to_stdout_and_nothing_else(capsys, tmp_path, monkeypatch, saver):
+def test_save_snapshot_dash_writes_the_snapshot_to_stdout_and_nothing_else(capsys, tmp_path, monkeypatch,
+                                                                         saver):
     import io
 
     job = str(json.loads(run(capsys, "sprio", "--demo", "--format", "json")[0])["jobs"][0]["job_id"])
