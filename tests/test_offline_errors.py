@@ -165,3 +165,34 @@ def test_save_snapshot_dash_writes_the_snapshot_to_stdout_and_nothing_else(capsy
     assert json.loads(path.read_text()) == doc  # the same snapshot a file gets
     monkeypatch.setattr("sys.stdin", io.StringIO(out))
     assert run(capsys, "sprio", "--snapshot", "-")[0] == run(capsys, "sprio", "--demo")[0]
+
+
+# --- explain --format json without --vs -----------------------------------------------------------------
+
+
+def test_explain_format_json_prints_the_page_as_json(capsys):
+    sprio_rows = json.loads(run(capsys, "sprio", "--demo", "--format", "json")[0])["jobs"]
+    text_of = {}
+    for row in sprio_rows:
+        out = run(capsys, "explain", str(row["job_id"]), "--demo", "--format", "json")[0]
+        doc = json.loads(out)
+        assert doc["job"]["job_id"] == row["job_id"] and doc["job"]["user"] == row["user"]
+        [p] = doc["priorities"]
+        assert p["priority"] == row["priority"] and p["partition"] == row["partition"]
+        assert round(p["weighted"]["fairshare"]) == row["fairshare"] and p["weights"]["fairshare"] == 10000
+        path = doc["fairshare"]["path"]
+        assert path[0]["account"] == "root" and path[0]["user"] is None
+        assert (path[-1]["account"], path[-1]["user"]) == (row["account"], row["user"])
+        assert path[-1]["fairshare"] == doc["fairshare"]["factor"]
+        q = doc["queue"]
+        text = run(capsys, "explain", str(row["job_id"]), "--demo")[0]
+        assert f"Queue in partition {q['partition']}: " in text and f" of {q['of']} " in text
+        for n in q["ahead"] + q["behind"]:
+            assert f"job {n['job_id']} ({n['user']}): priority {n['priority']}" in text
+        text_of[row["job_id"]] = text
+    assert len(text_of) == len(sprio_rows) > 3
+
+
+def test_explain_format_json_names_an_unknown_job(capsys):
+    assert main(["explain", "4", "--demo", "--format", "json"]) == 2
+    assert capsys.readouterr().err == "fairshared: error: job 4 is not among the pending jobs read\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import math
 import sys
 
@@ -357,5 +358,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
     save_if_asked(args, pi, now)
+    if args.format == "json":
+        from .explain_json import explain_data
+
+        data = explain_data(pi, args.job, engine_result(pi.snapshot, algorithm), now, when, args.neighbours)
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     sys.stdout.write(explain_text(pi, args.job, algorithm, now, when, args.neighbours))
     return 0

@@ -23,7 +23,7 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
                    help="compare with OTHER, a job id or USER[:ACCOUNT] (that association): say why one ranks "
                    "above the other and split the priority difference into its factors")
     e.add_argument("--format", choices=("table", "json"), default="table",
-                   help="with --vs: text (default) or the same content as JSON")
+                   help="text (default) or the same content as JSON (with or without --vs)")
 
 
 def cmd_explain_vs(args: argparse.Namespace) -> int:
