@@ -36,6 +36,7 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from .snapshot_schema import check_config, check_top_level
 from .sshare_dump import looks_like_sshare_dump
 
 SCHEMA = "fairshared-snapshot"
@@ -120,10 +121,12 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
     order_kind = doc.get("sibling_order", "input")
     if order_kind not in SIBLING_ORDERS:
         raise InputError(f"sibling_order {order_kind!r} is not one of {', '.join(SIBLING_ORDERS)}", name)
+    check_top_level(doc, name)
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise InputError("config is not an object", name)
     _check_config(config, name)
+    check_config(config, name)
     rows = doc.get("associations")
     if not isinstance(rows, list):
         raise InputError("has no 'associations' list", name)
