@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from itertools import pairwise
 
 from conftest import DEMO_NOW
 from daemon_proc import fairshared_argv, free_port, write_config
@@ -71,8 +72,8 @@ def test_the_demo_moves_by_calc_period_and_only_by_it():
     later = [demo.demo_inputs(start + k * demo.PERIOD) for k in range(1, 40)]
     assert any(pi.snapshot.associations != same[0].snapshot.associations for pi in later)  # usage evolves
     ids = [{j.job_id for j in pi.jobs} for pi in later]
-    assert any(b - a for a, b in zip(ids, ids[1:]))  # the queue fills
-    assert any(a - b for a, b in zip(ids, ids[1:]))  # and drains
+    assert any(b - a for a, b in pairwise(ids))  # the queue fills
+    assert any(a - b for a, b in pairwise(ids))  # and drains
     assert all(1 <= len(x) <= 40 for x in ids)
 
 

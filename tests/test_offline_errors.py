@@ -156,7 +156,7 @@ def test_save_snapshot_dash_writes_the_snapshot_to_stdout_and_nothing_else(capsy
 
     job = str(json.loads(run(capsys, "sprio", "--demo", "--format", "json")[0])["jobs"][0]["job_id"])
     saver = [job if a == "JOB" else a for a in saver]
-    out, err = run(capsys, *saver, "--demo", "--save-snapshot", "-")
+    out, _ = run(capsys, *saver, "--demo", "--save-snapshot", "-")
     assert not (tmp_path / "-").exists()
     doc = json.loads(out)  # the whole of stdout is one JSON document
     assert doc["schema"] == "fairshared-snapshot" and doc["priority_inputs"]["jobs"]
