@@ -11,7 +11,7 @@ from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.service import state_dir
 from fairshared.priority import PriorityParams, render_sprio_weights
-from fairshared.sources.demo import PRIORITY_CONFIG
+from fairshared.sources.demo import CONFIG
 
 
 def run(capsys, *argv) -> str:
@@ -62,7 +62,7 @@ def test_unknown_column_is_named_with_the_valid_ones(capsys):
 
 def test_sprio_weights_line_is_sprio_w(capsys):
     out = run(capsys, "sprio", "--demo", "-w")
-    w = PRIORITY_CONFIG
+    w = CONFIG
     assert out.splitlines()[1].split() == ["Weights", "1", str(w["weight_age"]), str(w["weight_fairshare"]),
                                            str(w["weight_jobsize"]), str(w["weight_partition"]),
                                            str(w["weight_qos"])]

@@ -430,7 +430,9 @@ class FakeCli(SlurmCli):
         raise SourceError(f"`{' '.join(argv[:3])}` failed (exit 1): not faked")
 
 
-def test_read_puts_it_all_together(tmp_path):
+def fake_live_cli(tmp_path):
+    """A command-line source whose Slurm commands answer as a 22.05.8 cluster would (FakeCli);
+    returns it and the slurm.conf it points at."""
     import struct
 
     state = tmp_path / "state"
@@ -461,6 +463,11 @@ def test_read_puts_it_all_together(tmp_path):
                    ("scontrol", "-a", "-o", "show", "node"): NODE_LINE + "\n",
                    ("sacctmgr", "-nP", "show", "qos"): "normal|0\n", ("squeue",): SQUEUE_OUT,
                    ("sprio",): SPRIO_OUT})
+    return cli, conf
+
+
+def test_read_puts_it_all_together(tmp_path):
+    cli, conf = fake_live_cli(tmp_path)
     pi = cli.priority_inputs(sshare=True)
     assert pi.last_calc == 1795326900
     # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins

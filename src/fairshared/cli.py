@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from dataclasses import replace
 
 from . import __version__
 from .commands import name_list
 from .commands import positive_float as _positive_float
-from .commands.common import add_source, default_algorithm, load_inputs
+from .commands.common import add_source, default_algorithm, load_inputs, parse_at
 from .engine import ALGORITHMS, Params, build_tree, compute
 from .inputs.priority_snapshot import save_inputs
 from .model import InputError
@@ -33,6 +35,8 @@ def load_input(args: argparse.Namespace) -> PriorityInputs:
 def cmd_compute(args: argparse.Namespace) -> int:
     if args.usage == "accounting" and args.source != "slurm":
         raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
+    if args.at != "auto" and not args.demo:
+        raise InputError("compute --at goes with --demo (the other inputs are taken at their own time)")
     pi = load_input(args)
     snap = pi.snapshot
     if args.usage == "accounting":
@@ -49,11 +53,15 @@ def cmd_compute(args: argparse.Namespace) -> int:
     result = compute(tree, algorithm, Params(dampening=float(dampening), priority_levels=levels,
                                              zero_shares_best=args.zero_shares_best))
     if args.save_snapshot:
-        save_inputs(pi, args.save_snapshot, pi.evaluated_at)
+        save_inputs(pi, args.save_snapshot, pi.evaluated_at, getattr(args, "snapshot_stdout", None))
     style, columns = args.format
     if args.parsable:
         style = "parsable"
     rows = selected(result, args.users, args.accounts) if args.users or args.accounts else None
+    if rows is not None and (not rows or (args.users and not any(result.tree.is_user[i] for i in rows))):
+        given = (("-u", args.users), ("-A", args.accounts))
+        print("fairshared: no association matches " + " ".join(f"{f} {','.join(v)}" for f, v in given if v),
+              file=sys.stderr)
     write(result, style, sys.stdout, rows, columns)
     return 0
 
@@ -204,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-A", "--accounts", type=name_list, metavar="ACCT[,ACCT]",
                    help="as sshare -A: only associations in these accounts (each account's row and its "
                    "users; its sub-accounts are accounts of their own)")
+    p.add_argument("--at", type=parse_at, default="auto", metavar="WHEN",
+                   help="with --demo: the moment the simulated cluster is shown at, as Unix seconds or an "
+                   "ISO 8601 date-time (default: now)")
     p.add_argument("--usage", choices=["slurmctld", "accounting"], default="slurmctld",
                    help="with --source slurm: the raw usage slurmctld holds (default), or the one computed from "
                    "the accounting records (sacct) with slurmctld's own arithmetic")
@@ -253,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "save_snapshot", None) == "-":  # the snapshot is the output: the rest goes nowhere
+            args.snapshot_stdout = sys.stdout
+            with contextlib.redirect_stdout(io.StringIO()):
+                return args.func(args)
         return args.func(args)
     except InputError as exc:
         print(f"fairshared: error: {exc}", file=sys.stderr)

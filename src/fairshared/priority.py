@@ -638,6 +638,29 @@ def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[i
 
 
 
+def render_sprio_weights_long(params: PriorityParams, weight_tres_text: str | None = None,
+                             version: tuple[int, int] = (22, 5)) -> str:
+    """``sprio -l -w``: the long header and a ``Weights`` line under it (src/sprio/print.c, the
+    ``(priority_factors_object_t *) -1`` row): SITE 1, every weight (0 too, ``%.0f``), TRES the
+    configured string, the other columns blank."""
+    if weight_tres_text is None and params.weight_tres:
+        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in params.weight_tres.items())
+    weights = {"SITE": "1", "AGE": params.weight_age, "ASSOC": params.weight_assoc,
+               "FAIRSHARE": params.weight_fairshare, "JOBSIZE": params.weight_jobsize,
+               "QOS": params.weight_qos, "TRES": weight_tres_text or ""}
+    columns = sprio_columns(version)
+    cells = []
+    for k, (name, _, _) in enumerate(columns):
+        if k == 0:
+            cells.append("Weights")
+        elif name == "PARTITION" and k > 1:  # the second PARTITION column is the partition factor's
+            cells.append(str(params.weight_partition))
+        else:
+            cells.append(str(weights.get(name, "")))
+    line = " ".join(_cell(c, w, r) for c, (_, w, r) in zip(cells, columns))
+    return render_sprio([], version=version) + line + "\n"
+
+
 def render_sprio_weights(params: PriorityParams, weight_tres_text: str | None = None, user_column: bool = False) -> str:
     """``sprio -w``: the header and the ``Weights`` line of sprio's short format (the same in 22.05,
     23.11 and 25.11, src/sprio/sprio.c): ``%.15i %9r`` (``%.8u`` with ``-u``) ``%.10Y %.10S``, then

@@ -53,14 +53,16 @@ def add_source(p: argparse.ArgumentParser, *, required: bool = False) -> None:
                    help="with the live cluster: how long each Slurm command may take (default: 60)")
     p.add_argument("--save-snapshot", metavar="FILE",
                    help="also write what was read (tree, config, pending jobs, partitions, QOS) as a snapshot "
-                   "that every command reads back with --snapshot FILE")
+                   "that every command reads back with --snapshot FILE; '-' writes it to standard output "
+                   "instead of the command's own output")
 
 
 def add_at(p: argparse.ArgumentParser) -> None:
     p.add_argument("--at", type=parse_at, default="auto", metavar="WHEN",
                    help="when to evaluate the age factor: auto (default: slurmctld's last priority "
                    "calculation when its state file is readable, which is what sprio shows; else now; "
-                   "a snapshot's own time), now, last-calc, Unix seconds or an ISO 8601 date-time")
+                   "a snapshot's own time), now, last-calc, Unix seconds or an ISO 8601 date-time; "
+                   "with --demo also the moment the simulated cluster is shown at (default: now)")
 
 
 def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityInputs:
@@ -76,23 +78,40 @@ def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityIn
     if getattr(args, "snapshot", None):
         return load_inputs_file(args.snapshot)
     if getattr(args, "demo", False):
-        from ..sources.demo import demo_priority_inputs
+        from ..sources.demo import demo_inputs
 
-        return demo_priority_inputs()
+        return demo_inputs(demo_time(args))
     return SlurmCli(timeout=args.timeout).priority_inputs(sshare=sshare)
+
+
+def demo_time(args: argparse.Namespace) -> float:
+    """The moment ``--demo`` shows: ``--at`` when it is a time, else the demo's clock (now)."""
+    from ..sources import demo
+
+    at = getattr(args, "at", None)
+    return at if isinstance(at, float) else demo.clock()
+
+
+def clock_for(args: argparse.Namespace):
+    """What ``--at now`` means: the demo's clock with ``--demo`` (pinned in tests), else the system's."""
+    if getattr(args, "demo", False):
+        from ..sources import demo
+
+        return demo.clock
+    return time.time
 
 
 def save_if_asked(args: argparse.Namespace, pi: PriorityInputs, evaluated_at: float | None) -> None:
     if getattr(args, "save_snapshot", None):
-        save_inputs(pi, args.save_snapshot, evaluated_at)
+        save_inputs(pi, args.save_snapshot, evaluated_at, getattr(args, "snapshot_stdout", None))
 
 
-def evaluation_time(at: str | float, pi: PriorityInputs, live: bool) -> tuple[int, str]:
+def evaluation_time(at: str | float, pi: PriorityInputs, live: bool, clock=time.time) -> tuple[int, str]:
     """The time the age factor is evaluated at, and a phrase saying which."""
     if isinstance(at, float):
         return int(at), "the time given with --at"
     if at == "now":
-        return int(time.time()), "now"
+        return int(clock()), "now"
     if at == "last-calc":
         if pi.last_calc is None:
             raise InputError("--at last-calc: slurmctld's last priority calculation is unknown (its "
@@ -146,7 +165,7 @@ def evaluate(args: argparse.Namespace) -> Evaluated:
     """What sprio and explain --vs start from: load, warn, pick the time and the algorithm, compute."""
     pi = load_inputs(args)
     warn(pi)
-    now, when = evaluation_time(args.at, pi, live(args))
+    now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     cfg = pi.snapshot.config or {}
     algorithm = args.algorithm or default_algorithm(cfg)
     return Evaluated(pi, now, when, cfg, algorithm, engine_result(pi.snapshot, algorithm))

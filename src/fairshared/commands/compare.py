@@ -16,7 +16,17 @@ from ..engine import ALGORITHMS, build_tree
 from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
 from ..priority import FACTOR_NAMES, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
-from .common import add_at, add_source, engine_result, evaluation_time, live, load_inputs, save_if_asked, warn
+from .common import (
+    add_at,
+    add_source,
+    clock_for,
+    engine_result,
+    evaluation_time,
+    live,
+    load_inputs,
+    save_if_asked,
+    warn,
+)
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -238,7 +248,7 @@ def render_compare(data: dict, top: int = 10) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     pi = load_inputs(args, sshare=True)
     warn(pi)
-    now, _ = evaluation_time(args.at, pi, live(args))
+    now, _ = evaluation_time(args.at, pi, live(args), clock_for(args))
     save_if_asked(args, pi, now)
     data = compare_data(pi, args.algorithms, args.weights, now, args.top)
     if args.plot:

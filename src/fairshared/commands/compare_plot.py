@@ -7,6 +7,7 @@ an optional extra (``pip install 'fairshared[plot]'``), imported only here.
 from __future__ import annotations
 
 import math
+import os
 
 from ..engine import build_tree
 from ..model import InputError
@@ -23,6 +24,7 @@ def plot_compare(pi: PriorityInputs, data: dict, path: str) -> None:
     except ImportError:
         raise InputError("--plot needs matplotlib, an optional extra: pip install matplotlib "
                          "(or pip install 'fairshared[plot]')") from None
+    _check_format(path)
     tree = build_tree(pi.snapshot.associations)
     classic = engine_result(pi.snapshot, "classic", tree)
     users = [i for i in range(tree.n) if tree.is_user[i]]
@@ -52,3 +54,16 @@ def plot_compare(pi: PriorityInputs, data: dict, path: str) -> None:
         raise InputError(f"cannot write the plot: {exc.strerror}", path) from None
     finally:
         plt.close(fig)
+
+
+def _check_format(path: str) -> None:
+    """The file's extension must name a format matplotlib writes; checked before drawing (without one
+    matplotlib would write FILE.png, not the file asked for)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(path)[1][1:].lower()
+    known = FigureCanvasBase.get_supported_filetypes()
+    if ext not in known:
+        what = f"cannot write a .{ext} file" if ext else "needs the file's extension to name the format"
+        choices = ", ".join("." + k for k in sorted(known))
+        raise InputError(f"--plot: matplotlib {what} (choose one of {choices})", path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import math
 import sys
 
@@ -27,6 +28,7 @@ from ..priority import (
 from .common import (
     add_at,
     add_source,
+    clock_for,
     default_algorithm,
     engine_result,
     evaluation_time,
@@ -353,8 +355,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
         return __import__("fairshared.commands.explain_vs_cmd", fromlist=["x"]).cmd_explain_vs(args)
     pi = load_inputs(args)
     warn(pi)
-    now, when = evaluation_time(args.at, pi, live(args))
+    now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
     save_if_asked(args, pi, now)
+    if args.format == "json":
+        from .explain_json import explain_data
+
+        data = explain_data(pi, args.job, engine_result(pi.snapshot, algorithm), now, when, args.neighbours)
+        json.dump(data, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     sys.stdout.write(explain_text(pi, args.job, algorithm, now, when, args.neighbours))
     return 0

@@ -13,7 +13,7 @@ import sys
 
 from ..explain_vs import explain_vs
 from ..priority import PriorityParams
-from .common import evaluate
+from .common import evaluate, save_if_asked
 from .explain import _utc
 
 
@@ -23,12 +23,13 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
                    help="compare with OTHER, a job id or USER[:ACCOUNT] (that association): say why one ranks "
                    "above the other and split the priority difference into its factors")
     e.add_argument("--format", choices=("table", "json"), default="table",
-                   help="with --vs: text (default) or the same content as JSON")
+                   help="text (default) or the same content as JSON (with or without --vs)")
 
 
 def cmd_explain_vs(args: argparse.Namespace) -> int:
     ev = evaluate(args)
     pi, now, when, cfg, result = ev.pi, ev.now, ev.when, ev.config, ev.result
+    save_if_asked(args, pi, now)
     data = explain_vs(result, pi.jobs, pi.cluster, PriorityParams.from_config(cfg), now, args.job, args.vs,
                       sibling_order=pi.snapshot.sibling_order, dampening=float(cfg.get("dampening") or 1),
                       priority_levels=cfg.get("priority_levels"))

@@ -12,7 +12,14 @@ import sys
 
 from ..engine import ALGORITHMS
 from ..engine.ranks import fairshare_of
-from ..priority import PriorityParams, SprioRow, render_sprio, render_sprio_weights, sprio
+from ..priority import (
+    PriorityParams,
+    SprioRow,
+    render_sprio,
+    render_sprio_weights,
+    render_sprio_weights_long,
+    sprio,
+)
 from . import job_id_list, name_list
 from .common import add_at, add_source, evaluate, save_if_asked
 
@@ -21,9 +28,10 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "sprio",
         help="job priorities like `sprio -l`, computed by fairshared (optionally under another algorithm)",
-        description="Print every pending job's priority factors as Slurm 22.05's `sprio -l` does (same "
-        "columns, widths and rounding), computed from the cluster's weights and our own fair-share "
-        "factors.  --algorithm shows what they would be under another fair-share algorithm.",
+        description="Print every pending job's priority factors as the cluster's `sprio -l` does (same "
+        "columns, widths and rounding: ACCOUNT and QOSNAME from Slurm 23.02 on), computed from the cluster's "
+        "weights and our own fair-share factors.  --algorithm shows what they would be under another "
+        "fair-share algorithm.",
     )
     add_source(p)
     p.add_argument("--algorithm", choices=ALGORITHMS,
@@ -35,8 +43,12 @@ def register(subparsers) -> None:
     p.add_argument("-u", "--user", type=name_list, metavar="USER[,USER]", help="as sprio -u: only these users' jobs")
     p.add_argument("-p", "--partition", type=name_list, metavar="PART[,PART]",
                    help="as sprio -p: only the rows of these partitions")
+    p.add_argument("-l", "--long", action="store_true",
+                   help="as sprio -l: the long format, which is what fairshared sprio always prints (with -w: the "
+                   "weights under the long header)")
     p.add_argument("-w", "--weights", action="store_true",
-                   help="print the configured weights exactly as `sprio -w` does (its short format) instead of jobs")
+                   help="print the configured weights exactly as `sprio -w` does (its short format; with -l its "
+                   "long one) instead of jobs")
     p.set_defaults(func=cmd_sprio)
 
 
@@ -46,9 +58,13 @@ def cmd_sprio(args: argparse.Namespace) -> int:
     params = PriorityParams.from_config(cfg)
     save_if_asked(args, pi, now)
     if args.weights:
-        sys.stdout.write(render_sprio_weights(params, cfg.get("weight_tres_text"), user_column=bool(args.user)))
+        tres = cfg.get("weight_tres_text")
+        sys.stdout.write(render_sprio_weights_long(params, tres, pi.cluster.slurm_version) if args.long
+                         else render_sprio_weights(params, tres, user_column=bool(args.user)))
         return 0
     rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster, params, now) if _wanted(r, args)]
+    if not rows and (args.jobs or args.user or args.partition):
+        print(f"fairshared: no pending job matches {_filters(args)}", file=sys.stderr)
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -62,3 +78,9 @@ def _wanted(row: SprioRow, args: argparse.Namespace) -> bool:
     return ((not args.jobs or row.job_id in args.jobs)
             and (not args.user or row.user in args.user)
             and (not args.partition or row.partition in args.partition))
+
+
+def _filters(args: argparse.Namespace) -> str:
+    """The filters as given (``-j 12,13 -u alice``), for the no-match note."""
+    given = (("-j", args.jobs), ("-u", args.user), ("-p", args.partition))
+    return " ".join(f"{flag} {','.join(map(str, values))}" for flag, values in given if values)

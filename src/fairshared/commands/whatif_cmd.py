@@ -22,11 +22,13 @@ from . import positive_float
 from .common import (
     add_at,
     add_source,
+    clock_for,
     default_algorithm,
     engine_result,
     evaluation_time,
     live,
     load_inputs,
+    save_if_asked,
     warn,
 )
 from .compare import parse_weights
@@ -151,7 +153,8 @@ def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
 def cmd_whatif(args: argparse.Namespace) -> int:
     pi = load_inputs(args)
     warn(pi)
-    now, _ = evaluation_time(args.at, pi, live(args))
+    now, _ = evaluation_time(args.at, pi, live(args), clock_for(args))
+    save_if_asked(args, pi, now)
     data = whatif_data(pi, args, now)
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)

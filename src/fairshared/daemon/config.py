@@ -232,15 +232,22 @@ def _first_error(exc: ValidationError) -> str:
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = msg.removeprefix("Value error, ")
     return f"{loc}: {msg}" if loc else msg
 
 
-def load_config(path: str | Path | None) -> Config:
-    """Read and validate a TOML file (None → all defaults).  Raises InputError naming file and key."""
+DEMO_DEFAULTS = {"push": {"mode": "priority"}}
+"""What ``fairshared run --demo`` runs with where the file says nothing: the demo cluster's slurm.conf has
+PriorityWeightFairshare 10000 (its commands show the factor inside the priority), so the daemon pushes
+the whole priority with our factor in it rather than a SiteFactor that would count it twice."""
+
+
+def load_config(path: str | Path | None, defaults: dict | None = None) -> Config:
+    """Read and validate a TOML file (None → all defaults).  Raises InputError naming file and key.
+
+    ``defaults``: {section: {key: value}} used where the file sets nothing (``--demo``'s)."""
     if path is None:
-        return Config()
+        return config_from_dict(_under(defaults, {})) if defaults else Config()
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -254,7 +261,16 @@ def load_config(path: str | Path | None) -> Config:
         raise InputError(f"is not valid TOML: {exc}", str(p)) from None
     except RecursionError:
         raise InputError("is not valid TOML: arrays or tables nested too deeply", str(p)) from None
-    return config_from_dict(data, str(p))
+    return config_from_dict(_under(defaults, data), str(p))
+
+
+def _under(defaults: dict | None, data: dict) -> dict:
+    """``data`` with ``defaults`` filled in where a section lacks the key (a bad section stays as it is)."""
+    out = dict(data)
+    for section, keys in (defaults or {}).items():
+        if isinstance(out.get(section, {}), dict):
+            out[section] = {**keys, **out.get(section, {})}
+    return out
 
 
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
@@ -312,8 +328,21 @@ def for_reload(running: Config, new: Config) -> tuple[Config, list[str]]:
     return config_from_dict(data, f"the new file with {', '.join(later)} kept until a restart"), later
 
 
-__all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "is_loopback", "parse_listen",
-           "resolve_token", "with_overrides", "changed_keys", "restart_only", "for_reload"]
+__all__ = [
+    "ALGORITHMS",
+    "DEFAULT_PORT",
+    "DEMO_DEFAULTS",
+    "Config",
+    "changed_keys",
+    "config_from_dict",
+    "for_reload",
+    "is_loopback",
+    "load_config",
+    "parse_listen",
+    "resolve_token",
+    "restart_only",
+    "with_overrides",
+]
 
 
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:

@@ -35,7 +35,7 @@ from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
 from . import sdnotify, statefiles
-from .config import Config, for_reload, load_config, resolve_token, with_overrides
+from .config import DEMO_DEFAULTS, Config, for_reload, load_config, resolve_token, with_overrides
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .logs import configure, get_logger
@@ -270,7 +270,8 @@ class Service:
         when its next cycle starts (a cycle in progress ends under the one it started with)."""
         sdnotify.reloading()
         try:
-            new = with_overrides(load_config(self.config_path), self.overrides) if self.config_path else self.config
+            new = (with_overrides(load_config(self.config_path, DEMO_DEFAULTS if self.demo else None), self.overrides)
+                   if self.config_path else self.config)
             new, later = for_reload(self.config, new)
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
         except InputError as exc:
@@ -404,7 +405,7 @@ def command_line_overrides(dry_run=None, period=None, listen=None) -> dict[str, 
 
 def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period=None, listen=None) -> int:
     overrides = command_line_overrides(dry_run, period, listen)
-    config = with_overrides(load_config(config_path), overrides)
+    config = with_overrides(load_config(config_path, DEMO_DEFAULTS if demo else None), overrides)
     configure(config.logging.format, config.logging.level)
     svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
     code = svc.run()

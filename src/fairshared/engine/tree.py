@@ -208,7 +208,21 @@ def build_tree(associations: list[Association]) -> Tree:
     missing = np.fromiter((u is None for u in raw), dtype=bool, count=n)
     if missing.any():
         fill_account_usage(tree, missing)
+        _check_sums(tree, missing)
     return tree
+
+
+def _check_sums(tree: Tree, missing: np.ndarray) -> None:
+    """An account's usage summed from its subtree must still fit a double (the engine's and Slurm's
+    figures derived from it are doubles): 1e308 + 1e308 is a long double, not a double."""
+    big = missing & (tree.usage > np.longdouble(np.finfo(np.float64).max))
+    for idx in reversed(tree.levels):  # the deepest account that overflows: its ancestors only follow
+        if not big[idx].any():
+            continue
+        i = int(idx[big[idx]][0])
+        total = np.format_float_scientific(tree.usage[i], precision=3)
+        raise InputError(f"usage, the sum of its subtree ({total}), is beyond a double's range (1.8e308)",
+                         f"account {tree.account[i]!r}")
 
 
 def fill_account_usage(tree: Tree, missing: np.ndarray) -> None:

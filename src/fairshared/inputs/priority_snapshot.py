@@ -17,6 +17,7 @@ from ..model import InputError, Job
 from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
 from ..sources.slurm_text import release_of
 from .snapshot import parse_document, snapshot_from_dict, snapshot_to_dict
+from .snapshot_schema import check_priority_inputs
 
 __all__ = ["PRIORITY_INPUTS_VERSION", "inputs_from_dict", "inputs_to_dict", "load_inputs_file", "read_text",
            "save_inputs"]
@@ -79,6 +80,7 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
     where = f"{name}: priority_inputs"
     if not isinstance(block, dict) or block.get("version") != PRIORITY_INPUTS_VERSION:
         raise InputError(f"is not a version {PRIORITY_INPUTS_VERSION} object", where)
+    check_priority_inputs(block, name)
     try:
         c = block.get("cluster") or {}
         parts = {}
@@ -131,8 +133,14 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
                           slurm_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
 
 
-def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None) -> None:
-    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back)."""
+def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None, stdout=None) -> None:
+    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back); ``-`` is
+    ``stdout`` (the command's own output is then left out: see ``cli.main``)."""
+    if path == "-":
+        out = stdout or sys.stdout
+        json.dump(inputs_to_dict(pi, evaluated_at), out, indent=1)
+        out.write("\n")
+        return
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(inputs_to_dict(pi, evaluated_at), fh, indent=1)

@@ -36,6 +36,7 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from .snapshot_schema import check_config, check_top_level
 from .sshare_dump import looks_like_sshare_dump
 
 SCHEMA = "fairshared-snapshot"
@@ -51,12 +52,31 @@ def load_snapshot(fh: TextIO, name: str = "<snapshot>") -> Snapshot:
     return snapshot_from_dict(parse_document(fh.read(), name), name)
 
 
+class _OutOfRange(ValueError):
+    def __init__(self, literal: str):
+        super().__init__(literal)
+        self.literal = literal
+
+
+def _finite_float(literal: str) -> float:
+    """json's parse_float: ``1e400`` is not silently infinity."""
+    v = float(literal)
+    if math.isinf(v):
+        raise _OutOfRange(literal)
+    return v
+
+
 def parse_document(text: str, name: str = "<snapshot>") -> Any:
     """The JSON document in ``text``; an sshare dump or bad JSON is an :class:`InputError` naming ``name``."""
     if looks_like_sshare_dump(text):
         raise InputError(f"looks like an sshare dump (`sshare -a -l -P`): use --from-sshare {name}", name)
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except _OutOfRange as exc:
+        line = text.count("\n", 0, max(text.find(exc.literal), 0)) + 1
+        shown = exc.literal if len(exc.literal) <= 40 else exc.literal[:37] + "..."
+        raise InputError(f"the number {shown} is beyond a double's range (1.8e308)",
+                         f"{name}:{line}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"is not valid JSON: {exc.msg}", f"{name}:{exc.lineno}") from None
     except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
@@ -101,10 +121,12 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
     order_kind = doc.get("sibling_order", "input")
     if order_kind not in SIBLING_ORDERS:
         raise InputError(f"sibling_order {order_kind!r} is not one of {', '.join(SIBLING_ORDERS)}", name)
+    check_top_level(doc, name)
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise InputError("config is not an object", name)
     _check_config(config, name)
+    check_config(config, name)
     rows = doc.get("associations")
     if not isinstance(rows, list):
         raise InputError("has no 'associations' list", name)

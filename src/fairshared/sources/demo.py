@@ -1,23 +1,36 @@
-"""A simulated cluster for ``fairshared run --demo``: no Slurm needed.
+"""The built-in simulated cluster: ``fairshared run --demo`` and every command's ``--demo``.
 
-A small university tree (FairShare=parent users and accounts, a 0-share user,
-a user in two accounts, the root user) whose users run jobs at their own pace;
-usage decays with a half-life as in slurmctld, new jobs arrive and queued ones
-start.  Every ``snapshot()`` advances the simulated clock by one calc period, so
-the metrics move like a live cluster's.  :class:`DemoUpdater` applies pushes to
-the simulated queue, so a cycle with nothing new pushes nothing.
+A small university tree (FairShare=parent users and accounts, a 0-share user, a user in two
+accounts, the root user) whose users run jobs at their own pace.  The cluster is a **pure function
+of the wall-clock time**: time is cut into calc periods of 15 s since :data:`EPOCH` (2026-01-01
+00:00 UTC), and what happens in period k (who charges usage, which jobs are submitted, how long
+each waits) is drawn from a hash of (seed, k, user), never from a running random generator.  So
+the daemon at time T and ``fairshared sprio --demo --at T`` see the same cluster: the same usage,
+the same pending job ids, the same weights.
+
+Usage decays by slurmctld's factor per period (:meth:`fairshared.usage.UsagePolicy.period_decay`,
+half-life 1 h), summed over the last :data:`WINDOW` periods (40 half-lives: what is older weighs
+under 10^-12).  A job submitted in period k waits a geometric number of periods (a quarter start
+each period); job ids count up by :data:`SLOTS` per period, wrapping at Slurm's MaxJobId.
+
+The daemon's pushes are the only state: :class:`DemoCluster` keeps what :class:`DemoUpdater` wrote
+(SiteFactor, Nice or Priority) per job id while the job is pending, so a cycle with nothing new
+pushes nothing.
 """
 
 from __future__ import annotations
 
-import random
+import math
 import threading
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from ..model import PARENT, Association, Job, Snapshot
 from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
 from ..sinks.base import JobGone, PushAction
+from ..usage import UsagePolicy
 
 TREE = [
     ("root", None, None, 1),
@@ -49,80 +62,156 @@ APPETITE = {"alice": (900, 0.6), "bob": (200, 0.3), "carol": (1500, 0.5), "dan":
             "ivan": (300, 0.4), "jo": (600, 0.3), "kim": (100, 0.2), "lee": (0, 0.1), "root": (0, 0.0)}
 PARTITIONS = ("batch", "gpu")
 
+# The demo cluster's slurm.conf, for the daemon and the commands alike.
 CONFIG = {
     "cluster_name": "demo",
-    "slurm_version": "demo",
+    "slurm_version": "25.11",  # whose sprio -l it prints (ACCOUNT and QOSNAME columns)
     "priority_type": "priority/multifactor",
     "priority_flags": [],
     "dampening": 1,
     "half_life_seconds": 3600,
     "calc_period_seconds": 15,
     "usage_reset_period": "NONE",
-    "max_age_seconds": 86400,
+    "max_age_seconds": 300,
     "favor_small": False,
     "weight_age": 1000,
     "weight_assoc": 0,
-    "weight_fairshare": 0,
-    "weight_jobsize": 0,
+    "weight_fairshare": 10000,
+    "weight_jobsize": 500,
     "weight_partition": 1000,
-    "weight_qos": 0,
+    "weight_qos": 2000,
     "weight_tres": {},
     "accounting_storage_enforce": ["associations", "limits"],
     "site_factor_plugin": None,
 }
-
-
-# What ``fairshared sprio/explain/compare --demo`` evaluate the queue with.  The daemon's CONFIG has
-# PriorityWeightFairshare 0 because it pushes the factor itself (as SiteFactor); the offline
-# commands show the factor inside the priority instead, beside age, job size, partition and QOS.
-PRIORITY_CONFIG = {**CONFIG, "weight_fairshare": 10000, "weight_age": 1000, "weight_jobsize": 500,
-                   "weight_partition": 1000, "weight_qos": 2000, "max_age_seconds": 300}
-EPOCH = 1_767_225_600  # the simulated clock's 0: 2026-01-01 00:00 UTC (job times are Unix seconds)
+EPOCH = 1_767_225_600  # period 0 starts at 2026-01-01 00:00 UTC
+PERIOD = CONFIG["calc_period_seconds"]
+SEED = 42
+WINDOW = 40 * CONFIG["half_life_seconds"] // PERIOD  # periods of usage history summed
+MAX_WAIT = 64  # periods a job may wait at most (0.75^64: one job in 10^8 would wait longer)
+FIRST_JOB_ID, MAX_JOB_ID = 1000, 67_043_328  # Slurm's FirstJobId default is 1; MaxJobId's default
+USERS = [(a, u) for a, u, _, _ in TREE if u]  # the user associations, in tree order
+SLOTS = len(USERS)  # job ids per period: one per user association
 CPUS = (1, 4, 16, 64, 8)  # a job's CPUs (and nodes: 1 per 16 CPUs), by job id
+CLUSTER = ClusterInfo(
+    partitions={"batch": PartitionInfo("batch", priority_job_factor=1, priority_tier=1, max_time=None),
+                "gpu": PartitionInfo("gpu", priority_job_factor=10, priority_tier=1, max_time=None)},
+    qos_priority={"normal": 0, "high": 100}, node_count=16, cpu_count=1024, slurm_version=(25, 11))
+
+
+def clock() -> float:
+    """The demo's wall clock (tests pin it: the ``demo_now`` fixture)."""
+    return time.time()
+
+
+def period_at(t: float) -> int:
+    """The calc period that time ``t`` (Unix seconds) falls in; the cluster at t is its state after it."""
+    return math.floor((t - EPOCH) / PERIOD)
+
+
+def period_start(k: int) -> int:
+    return EPOCH + k * PERIOD
+
+
+# --- the draws: a hash of (seed, stream, period, slot), uniform in [0, 1) -------------------------------
+
+
+_M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _uniform(seed: int, stream: int, k: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser over the four numbers: the same inputs, the same draw, in any order."""
+    with np.errstate(over="ignore"):
+        x = (np.asarray(k, dtype=np.int64).view(np.uint64) * _M1) ^ (np.asarray(slot, dtype=np.uint64) * _M2)
+        x ^= np.uint64((seed * 1_000_003 + stream) & 0xFFFFFFFFFFFFFFFF) * _M3
+        x ^= x >> np.uint64(30)
+        x *= _M2
+        x ^= x >> np.uint64(27)
+        x *= _M3
+        x ^= x >> np.uint64(31)
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+_ACTIVE, _AMOUNT, _SUBMIT, _WAIT, _PART, _NICE = range(6)
+_RATE = np.array([APPETITE[u][0] for _, u in USERS], dtype=float)
+_P = np.array([APPETITE[u][1] for _, u in USERS], dtype=float)
+_DECAY = float(UsagePolicy.from_config(CONFIG).period_decay())
+
+
+def usage_at(n: int, seed: int = SEED) -> dict[tuple[str, str], float]:
+    """Each user association's raw usage after period n: Σ_j d^j · charge(n − j) over the window."""
+    k = np.arange(n - WINDOW + 1, n + 1, dtype=np.int64)[:, None]
+    slot = np.arange(SLOTS, dtype=np.uint64)[None, :]
+    active = _uniform(seed, _ACTIVE, k, slot) < _P
+    charge = np.where(active, _RATE * PERIOD * (0.5 + _uniform(seed, _AMOUNT, k, slot)), 0.0)
+    weights = _DECAY ** np.arange(WINDOW - 1, -1, -1, dtype=float)[:, None]
+    total = (charge * weights).sum(axis=0)
+    return {key: round(float(v), 2) for key, v in zip(USERS, total)}
+
+
+def jobs_at(n: int, seed: int = SEED) -> list[Job]:
+    """The jobs pending after period n: submitted in period k ≤ n, waiting more than n − k periods."""
+    k = np.arange(n - MAX_WAIT + 1, n + 1, dtype=np.int64)[:, None]
+    slot = np.arange(SLOTS, dtype=np.uint64)[None, :]
+    submitted = _uniform(seed, _SUBMIT, k, slot) < _P * 0.5
+    u = _uniform(seed, _WAIT, k, slot)
+    waits = 1 + np.floor(np.log1p(-u) / math.log(0.75))  # geometric: a quarter start each period
+    pending = submitted & (n - k < waits)
+    gpu = _uniform(seed, _PART, k, slot) < 0.5
+    nice = _uniform(seed, _NICE, k, slot) < 0.1
+    jobs = []
+    for row, col in zip(*np.nonzero(pending)):
+        kk = int(k[row, 0])
+        acct, user = USERS[col]
+        if user == "root":
+            continue
+        jid = FIRST_JOB_ID + (kk * SLOTS + int(col)) % (MAX_JOB_ID - FIRST_JOB_ID)
+        cpus = CPUS[jid % len(CPUS)]
+        t = period_start(kk)
+        jobs.append(Job(job_id=jid, display_id=str(jid), user=user, account=acct,
+                        partition=PARTITIONS[int(gpu[row, col])], qos="high" if jid % 7 == 0 else "normal",
+                        priority=1000, nice=100 if nice[row, col] else 0, state="PENDING", site_factor=0,
+                        submit_time=t, eligible_time=t, accrue_time=t, cpus=cpus, min_nodes=1 + cpus // 16))
+    return sorted(jobs, key=lambda j: j.job_id)
+
+
+def demo_inputs(t: float, seed: int = SEED) -> PriorityInputs:
+    """The demo cluster at time ``t``: tree, usage, :data:`CONFIG`, partitions, QOS and pending jobs.
+
+    The one function behind ``fairshared run --demo`` (through :class:`DemoSource`) and every
+    command's ``--demo``; evaluated at ``t`` (slurmctld's last calculation: the period's start).
+    """
+    n = period_at(t)
+    usage = usage_at(n, seed)
+    assocs = [Association(acct, user, parent if user is None else acct, shares,
+                          usage[(acct, user)] if user else None, None, i)
+              for i, (acct, user, parent, shares) in enumerate(TREE)]
+    snap = Snapshot(associations=assocs, cluster="demo", source="demo", taken_at=float(t), sibling_order="lft",
+                    config=dict(CONFIG))
+    return PriorityInputs(snapshot=snap, cluster=CLUSTER, jobs=jobs_at(n, seed), last_calc=period_start(n),
+                          evaluated_at=float(t))
 
 
 class DemoCluster:
-    """The simulated cluster's state; shared by the demo source and updater."""
+    """The demo for the daemon: :func:`demo_inputs` at the clock, plus what the daemon pushed."""
 
-    def __init__(self, seed: int = 42, step: float | None = None):
-        self.rng = random.Random(seed)
-        self.step = step or CONFIG["calc_period_seconds"]
-        self.now = 0.0
-        self.usage = {(a, u): 0.0 for a, u, _, _ in TREE if u}
-        self.jobs: dict[int, Job] = {}
-        self.next_id = 1000
+    def __init__(self, seed: int = SEED, clock=None):
+        self.seed = seed
+        self.clock = clock or (lambda: globals()["clock"]())  # looked up at each call: tests pin it
+        self.pushed: dict[int, dict] = {}  # job id → the fields DemoUpdater set
         self.lock = threading.Lock()
-        for _ in range(3):
-            self.advance()
 
-    def advance(self) -> None:
-        """One calc period: decay, charge the active users, queue churn."""
-        decay = 0.5 ** (self.step / CONFIG["half_life_seconds"])
-        for key in self.usage:
-            self.usage[key] *= decay
-            rate, p = APPETITE[key[1]]
-            if self.rng.random() < p:
-                self.usage[key] += rate * self.step * self.rng.uniform(0.5, 1.5)
-        for jid in [j for j in self.jobs if self.rng.random() < 0.25]:
-            del self.jobs[jid]  # started (or cancelled)
-        for (acct, user), (rate, p) in ((k, APPETITE[k[1]]) for k in self.usage):
-            if user != "root" and self.rng.random() < p * 0.5:
-                self.jobs[self.next_id] = Job(
-                    job_id=self.next_id, display_id=str(self.next_id), user=user, account=acct,
-                    partition=self.rng.choice(PARTITIONS), qos="normal", priority=1000,
-                    nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0,
-                    submit_time=EPOCH + int(self.now), eligible_time=EPOCH + int(self.now),
-                    accrue_time=EPOCH + int(self.now))
-                self.next_id += 1
-        self.now += self.step
+    def inputs(self) -> PriorityInputs:
+        pi = demo_inputs(self.clock(), self.seed)
+        with self.lock:
+            live = {j.job_id for j in pi.jobs}
+            self.pushed = {jid: v for jid, v in self.pushed.items() if jid in live}  # started: forgotten
+            jobs = [replace(j, **self.pushed[j.job_id]) if j.job_id in self.pushed else j for j in pi.jobs]
+        return replace(pi, jobs=jobs, snapshot=replace(pi.snapshot, jobs=jobs))
 
-    def associations(self) -> list[Association]:
-        out = []
-        for i, (acct, user, parent, shares) in enumerate(TREE):
-            usage = self.usage[(acct, user)] if user else None
-            out.append(Association(acct, user, parent if user is None else acct, shares,
-                                   None if usage is None else round(usage, 2), None, i))
-        return out
+    @property
+    def jobs(self) -> dict[int, Job]:
+        return {j.job_id: j for j in self.inputs().jobs}
 
 
 class DemoSource:
@@ -132,34 +221,11 @@ class DemoSource:
         self.cluster = cluster or DemoCluster()
 
     def snapshot(self, *, jobs: bool = True) -> Snapshot:
-        c = self.cluster
-        with c.lock:
-            c.advance()
-            return Snapshot(associations=c.associations(), cluster="demo", source="demo", taken_at=time.time(),
-                            sibling_order="lft", config=dict(CONFIG),
-                            jobs=list(c.jobs.values()) if jobs else [])
+        snap = self.cluster.inputs().snapshot
+        return snap if jobs else replace(snap, jobs=[])
 
-
-def demo_priority_inputs(cluster: DemoCluster | None = None, periods: int = 20) -> PriorityInputs:
-    """The simulated cluster after ``periods`` more calc periods, as ``sprio``/``explain``/``compare
-    --demo`` read it: the tree, :data:`PRIORITY_CONFIG`, two partitions, two QOS and the queue.
-
-    Deterministic (the same seed gives the same figures), evaluated at the simulated clock.
-    """
-    c = cluster or DemoCluster()
-    with c.lock:
-        for _ in range(periods):
-            c.advance()
-        now = EPOCH + int(c.now)
-        snap = Snapshot(associations=c.associations(), cluster="demo", source="demo", taken_at=float(now),
-                        sibling_order="lft", config=dict(PRIORITY_CONFIG))
-        jobs = [replace(j, cpus=CPUS[j.job_id % len(CPUS)], min_nodes=1 + CPUS[j.job_id % len(CPUS)] // 16,
-                        qos="high" if j.job_id % 7 == 0 else "normal") for j in c.jobs.values()]
-    cluster_info = ClusterInfo(
-        partitions={"batch": PartitionInfo("batch", priority_job_factor=1, priority_tier=1, max_time=None),
-                    "gpu": PartitionInfo("gpu", priority_job_factor=10, priority_tier=1, max_time=None)},
-        qos_priority={"normal": 0, "high": 100}, node_count=16, cpu_count=1024)
-    return PriorityInputs(snapshot=snap, cluster=cluster_info, jobs=jobs, last_calc=now, evaluated_at=now)
+    def priority_inputs(self, *, sshare: bool = False) -> PriorityInputs:
+        return self.cluster.inputs()
 
 
 class DemoUpdater:
@@ -170,11 +236,11 @@ class DemoUpdater:
 
     def apply(self, action: PushAction) -> None:
         c = self.cluster
+        if action.job_id not in c.jobs:
+            raise JobGone(f"job {action.job_id} is no longer pending")
         with c.lock:
-            job = c.jobs.get(action.job_id)
-            if job is None:
-                raise JobGone(f"job {action.job_id} is no longer pending")
-            if action.field == "site_factor":
-                c.jobs[action.job_id] = replace(job, site_factor=action.new)
-            elif action.field == "nice":
-                c.jobs[action.job_id] = replace(job, nice=action.new)
+            fields = c.pushed.setdefault(action.job_id, {})
+            if action.field == "priority":  # as scontrol update Priority=: fixed from now on
+                fields.update(priority=action.new, direct_set_prio=True)
+            else:
+                fields[action.field] = action.new

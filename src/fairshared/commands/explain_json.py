@@ -1,0 +1,99 @@
+"""``fairshared explain JOBID --format json``: the figures of the explain page as one JSON object.
+
+Pure: from the inputs, the engine's result and the evaluation time to a dict (the text page is
+:func:`fairshared.commands.explain.explain_text`; ``--vs`` has its own JSON in ``explain_vs``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..engine.ranks import assoc_index, fairshare_of, job_assoc
+from ..engine.result import Result
+from ..model import InputError
+from ..priority import Factors, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+
+
+def _num(x) -> float | str | None:
+    """A JSON number: NaN (a blank sshare column) is null, infinity the string "inf"."""
+    v = float(x)
+    return None if math.isnan(v) else "inf" if math.isinf(v) else v
+
+
+def _row(f: Factors, params: PriorityParams) -> dict:
+    return {"partition": f.partition, "qos": f.qos, "priority": f.priority, "total": f.total,
+            "operator_set": f.direct, "factors": dict(f.factors), "weights": params.weights(),
+            "weighted": dict(f.weighted), "tres": dict(f.tres), "tres_weighted": dict(f.tres_weighted),
+            "site": f.site, "nice": f.nice}
+
+
+def _path(result: Result, i: int | None) -> list[dict]:
+    """Root to the job's association: each one's shares, usage and the algorithm's figures."""
+    if i is None:
+        return []
+    t = result.tree
+    chain = []
+    while i >= 0:
+        chain.append(i)
+        i = int(t.parent[i])
+    out = []
+    for a in reversed(chain):
+        out.append({
+            "account": t.account[a], "user": t.user[a], "partition": t.partition[a],
+            "raw_shares": "parent" if t.use_parent[a] else int(t.shares[a]),
+            "level_shares": int(t.level_shares[a]) if a else None,
+            "norm_shares": _num(result.norm_shares[a]), "raw_usage": _num(t.usage[a]),
+            "norm_usage": _num(result.norm_usage[a]), "effective_usage": _num(result.effective_usage[a]),
+            "level_fs": _num(result.level_fs[a]), "fairshare": _num(result.fairshare[a]),
+            "fs_raw": None if result.fs_raw is None else f"{int(result.fs_raw[a]):016X}",
+        })
+    return out
+
+
+def _neighbour(e: Factors, me: Factors, why) -> dict:
+    return {"job_id": e.job.job_id, "user": e.job.user, "account": e.job.account, "priority": e.priority,
+            "difference": e.priority - me.priority, "why": why(e, me)}
+
+
+def explain_data(pi: PriorityInputs, job_ref: str, result: Result, now: int, when: str,
+                 neighbours: int = 3) -> dict:
+    """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
+    the fair-share path from root, its place in the queue and the jobs just ahead and behind."""
+    from .explain import _why, queue_entries
+
+    params = PriorityParams.from_config(pi.snapshot.config or {})
+    job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
+    if job is None:
+        raise InputError(f"job {job_ref} is not among the pending jobs read")
+    i = job_assoc(job, assoc_index(result))
+    rows = job_priority(job, fairshare_of(result)(job), pi.cluster, params, now)
+    queue = None
+    entries = queue_entries(pi, result, params, now)
+    mine = [e for e in entries if e.job.job_id == job.job_id]
+    if mine:
+        me = mine[0]
+        same = [e for e in entries if e.partition == me.partition]
+        pos = next(q for q, e in enumerate(same) if e.job.job_id == job.job_id)
+        queue = {"partition": me.partition, "place": pos + 1, "of": len(same),
+                 "order": ["priority_tier", "priority", "submit_time", "job_id"],
+                 "ahead": [_neighbour(e, me, _why) for e in reversed(same[max(0, pos - neighbours):pos])],
+                 "behind": [_neighbour(e, me, _why) for e in same[pos + 1:pos + 1 + neighbours]]}
+    users = int(result.tree.is_user.sum())
+    return {
+        "job": {"job_id": job.job_id, "display_id": job.display_id or str(job.job_id), "user": job.user,
+                "account": job.account, "partitions": list(job.partitions), "qos": job.qos,
+                "state": job.state, "reason": job.reason, "slurm_priority": job.priority,
+                "held": job.priority == 0},
+        "algorithm": result.algorithm,
+        "evaluated_at": now,
+        "evaluated_at_is": when,
+        "listed_by_sprio": listed_by_sprio(job, params, now),
+        "priorities": [_row(f, params) for f in rows],
+        "fairshare": {"factor": fairshare_of(result)(job), "association_found": i is not None,
+                      "rank": int(result.user_ranks()[i]) if i is not None else None,
+                      "user_associations": users, "path": _path(result, i)},
+        "queue": queue,
+    }
+
+
+__all__ = ["explain_data"]

@@ -1,0 +1,103 @@
+"""Every example session in README.md is what the current code prints.
+
+A session is a line ``$ fairshared ARGS`` inside a fenced block, and the lines after it up to the next
+``$`` line or the end of the block: its standard output.  Each one is run here (in-process, offline:
+``--demo --at WHEN``, ``--snapshot``, ``--from-sshare``) and must equal the README's text.  With
+``FAIRSHARED_WRITE_README=1`` the README's blocks are rewritten with what the code prints instead
+(then rerun without it).
+
+A session that reads a live Slurm (no offline source on its command line) cannot come from here: it
+must be listed in :data:`LIVE`, with the live test that prints it, or this test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fairshared.cli import main
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+OFFLINE = ("--demo", "--snapshot", "--from-sshare")
+# sessions printed by a real Slurm, and the test that prints them in every matrix run
+LIVE = {"fairshared explain 225 --vs 226": "tests/test_whatif_slurm.py (a real Slurm 23.11.11 session)"}
+
+
+@dataclass
+class Session:
+    command: str  # "fairshared whatif --demo ..."
+    start: int  # index of its first output line in the README's lines
+    end: int  # one past its last
+    expected: str
+
+
+def sessions(lines: list[str]) -> list[Session]:
+    out: list[Session] = []
+    fence = False
+    current: Session | None = None
+
+    def close(k: int) -> None:
+        nonlocal current
+        if current is not None:
+            current.end = k
+            current.expected = "".join(line + "\n" for line in lines[current.start:k])
+            out.append(current)
+            current = None
+
+    for k, line in enumerate(lines):
+        if re.match(r"^\s*```", line):
+            close(k)
+            fence = not fence
+        elif fence and line.startswith("$ "):
+            close(k)
+            if line.startswith("$ fairshared "):
+                current = Session(line[2:].strip(), k + 1, k + 1, "")
+    return out
+
+
+def offline(command: str) -> bool:
+    return any(opt in shlex.split(command) for opt in OFFLINE)
+
+
+def output_of(command: str, capsys) -> str:
+    argv = shlex.split(command)[1:]
+    capsys.readouterr()
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, f"{command}: exit {code}"
+    return out
+
+
+SESSIONS = sessions(README.read_text().splitlines())
+
+
+def test_the_readme_has_sessions_and_each_is_run_here_or_by_a_live_test():
+    assert len(SESSIONS) >= 4
+    for s in SESSIONS:
+        assert offline(s.command) or s.command in LIVE, (
+            f"README session `{s.command}` reads a live Slurm: print it from a live test and list it in LIVE")
+        if offline(s.command) and "--demo" in shlex.split(s.command):
+            assert "--at" in shlex.split(s.command), f"`{s.command}`: a demo session needs --at"
+
+
+@pytest.mark.parametrize("session", [s for s in SESSIONS if offline(s.command)], ids=lambda s: s.command)
+def test_a_readme_session_is_what_the_code_prints(session, capsys):
+    got = output_of(session.command, capsys)
+    if os.environ.get("FAIRSHARED_WRITE_README") == "1":
+        _rewrite(session, got)
+        return
+    assert got == session.expected, f"README.md is stale for `{session.command}` (FAIRSHARED_WRITE_README=1)"
+
+
+def _rewrite(session: Session, got: str) -> None:
+    """Replace the session's output in README.md (found again by its command: earlier rewrites may have
+    moved it)."""
+    lines = README.read_text().splitlines()
+    [now] = [s for s in sessions(lines) if s.command == session.command]
+    lines[now.start:now.end] = got.splitlines()
+    README.write_text("\n".join(lines) + "\n")
