@@ -26,6 +26,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RateLimit(_Strict):
+    bucket_size: Annotated[int, Field(ge=1)]
+    refill_rate: Annotated[int, Field(ge=1)]
+    refill_period: Annotated[int, Field(ge=1)]
+
+
 class SnapshotConfig(_Strict):
     """``config``: the keys every source writes (slurm_text.priority_config and priority_config_extra,
     the pyslurm source's, the demo's) and ``priority_levels``."""
@@ -56,6 +62,8 @@ class SnapshotConfig(_Strict):
     state_save_location: str | None = None
     slurm_conf: str | None = None
     no_normal_ambiguous: bool | None = None
+    rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm_text.rate_limit)
+    slurm_user_uid: Count | None = None
 
     @field_validator("priority_flags")
     @classmethod
