@@ -76,6 +76,7 @@ from typing import Any, Callable, Mapping
 
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from .base import SourceError
+from .slurm_text import rate_limit
 
 UsageKey = tuple[str, "str | None", "str | None"]
 
@@ -259,7 +260,19 @@ def config_from_pyslurm(cfg) -> dict:
         "accounting_storage_enforce": [str(e).strip().lower() for e in (cfg.accounting_storage_enforce or [])
                                        if str(e).strip()],
         "site_factor_plugin": plugin or None,
+        "rate_limit": rate_limit(_params_text(getattr(cfg, "slurmctld_parameters", None))),
+        "slurm_user_uid": uid if isinstance(uid := getattr(cfg, "slurm_user_id", None), int) else None,
     }
+
+
+def _params_text(params) -> str:
+    """``Config.slurmctld_parameters`` back to slurm.conf's text: a list of items in some pyslurm
+    releases, a dict (``{"rl_enable": True, "rl_refill_rate": "10"}``) in others."""
+    if isinstance(params, dict):
+        return ",".join(k if v is True else f"{k}={v}" for k, v in params.items())
+    if isinstance(params, (list, tuple)):
+        return ",".join(str(x) for x in params)
+    return str(params or "")
 
 
 # --- the source ----------------------------------------------------------------------------------
