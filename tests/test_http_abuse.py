@@ -418,10 +418,16 @@ def _cpu_seconds(pid: int) -> float:
     ('token_file = "{tmp}/empty"', None, ["http.token_file", "empty"]),
     ('token_file = "{tmp}/missing"', None, ["http.token_file", "No such file"]),
     ('token = ""', None, ["http.token", "at least 1 character"]),
+    ('token_file = "{tmp}/public"', None, ["http.token_file", "/public: mode 0644", "chmod 0600"]),
+    ('token_file = "{tmp}/shared"', None, ["http.token_file", "/shared: mode 0620", "chmod 0600"]),
     ("", "0.0.0.0:{port}", ["--listen", "is not loopback", "allow_unauthenticated"]),
 ])
 def test_authentication_mistakes_stop_the_start_in_one_line(tmp_path, http, listen, needles):
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o600)
+    for name, mode in (("public", 0o644), ("shared", 0o620)):
+        (tmp_path / name).write_text("s3cret\n")
+        (tmp_path / name).chmod(mode)
     cfg = write_config(tmp_path / "fs.toml", "[http]\n" + http.format(tmp=tmp_path) + "\n"
                                              f'[state]\ndirectory = "{tmp_path}/state"\n')
     args = ["--config", str(cfg)] + (["--listen", listen.format(port=free_port())] if listen else [])

@@ -11,6 +11,8 @@ See deploy/fairshared.toml for a commented example.
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -22,6 +24,7 @@ from ..model import InputError
 
 DEFAULT_PORT = 9817
 DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
+MAX_TOKEN_FILE_BYTES = 64 * 1024  # the first line is the token: a bigger file is not a token file
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -311,8 +314,8 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     """The bearer token: ``http.token``, or the first line of ``http.token_file`` (a bare file name is
     looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
     the credential ``http-token`` when systemd passed one.  An empty or
-    unreadable file is an InputError naming it: the daemon never runs open by accident."""
-    import os
+    unreadable file is an InputError naming it: the daemon never runs open by accident.  So is a file
+    others may read or write (mode o+r, o+w or g+w; group-readable is fine: a shared admin group)."""
 
     env = os.environ if env is None else env
     if http.token is not None:
@@ -326,11 +329,18 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     path = Path(http.token_file)
     if "/" not in http.token_file and creds:
         path = Path(creds) / http.token_file
+    where = f"http.token_file {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
+            if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
+                # refused even when the token is right: every local user may have read (or set) it
+                raise InputError(f"mode {mode:04o} lets other users read or change the token: "
+                                 f"chmod 0600 it (and choose a new token)", where)
+            text = fh.read(MAX_TOKEN_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}",
-                         f"http.token_file {path}") from None
+        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}", where) from None
     lines = text.splitlines()
     token = lines[0].strip() if lines else ""
     if not token:
