@@ -432,3 +432,42 @@ def test_authentication_mistakes_stop_the_start_in_one_line(tmp_path, http, list
                                              f'[state]\ndirectory = "{tmp_path}/state"\n')
     args = ["--config", str(cfg)] + (["--listen", listen.format(port=free_port())] if listen else [])
     assert_one_line(run_fails(*args), *needles)
+
+
+# -- reads need the token off loopback ---------------------------------------------------------------
+
+def wsgi_get(app, path: str, token: str | None = None) -> str:
+    """The status line of ``GET path`` through the WSGI app, no socket."""
+    got = []
+    environ = {"PATH_INFO": path, "REQUEST_METHOD": "GET"}
+    if token:
+        environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    b"".join(app(environ, lambda status, headers: got.append(status)))
+    return got[0]
+
+
+@pytest.mark.parametrize("listen, reads, token, locked", [
+    ("127.0.0.1:9817", None, "s3cret", False),  # loopback: reads open by default
+    ("[::1]:9817", None, "s3cret", False),
+    ("10.0.0.1:9817", None, "s3cret", True),  # off loopback with a token: reads need it by default
+    ("10.0.0.1:9817", "false", "s3cret", False),  # unless the config says otherwise
+    ("127.0.0.1:9817", "true", "s3cret", True),
+    ("10.0.0.1:9817", None, None, False),  # allow_unauthenticated: no token to ask for
+])
+def test_reads_need_the_token_off_loopback_unless_configured(tmp_path, listen, reads, token, locked):
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.service import Service
+
+    http = {"listen": listen, **({"token": token} if token else {"allow_unauthenticated": True})}
+    if reads is not None:
+        http["token_for_reads"] = reads == "true"
+    svc = Service(config_from_dict({"http": http, "state": {"directory": str(tmp_path / "state")}}), None,
+                  demo=True)
+    app = make_app(Endpoints(render_metrics=svc.metrics.negotiate, status=svc.runner.status, health=svc.health,
+                             ready=svc.ready, recompute=lambda: (200, {}), auth=svc.auth))
+    for path in ("/metrics", "/-/status"):
+        assert wsgi_get(app, path) == ("401 Unauthorized" if locked else "200 OK"), path
+        if token:
+            assert wsgi_get(app, path, token) == "200 OK"
+    assert wsgi_get(app, "/-/healthy") == "200 OK"  # the probes never need it

@@ -121,8 +121,10 @@ class HttpConfig(_Strict):
     up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
     allow_unauthenticated: bool = False
     """A listen address that is not loopback needs a token unless this is true."""
-    token_for_reads: bool = False
-    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open)."""
+    token_for_reads: bool | Literal["auto"] = "auto"
+    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
+    auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
+    go to the network unasked), no on loopback; true / false: always / never."""
     max_connections: int = Field(64, ge=1, le=10000)
     """Open connections at most; past it new ones wait in the listen backlog (never more than half
     the process's file-descriptor limit, so a cycle always has descriptors left)."""
@@ -307,7 +309,17 @@ def for_reload(running: Config, new: Config) -> tuple[Config, list[str]]:
 
 
 __all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "is_loopback", "parse_listen",
-           "resolve_token", "with_overrides", "changed_keys", "restart_only", "for_reload"]
+           "reads_need_token", "resolve_token", "with_overrides", "changed_keys", "restart_only", "for_reload"]
+
+
+def reads_need_token(http: HttpConfig, token: str | None) -> bool:
+    """Whether GET /metrics and /-/status need the token: ``http.token_for_reads``, with ``auto``
+    meaning "when the listener is not loopback"; never without a token."""
+    if not token:
+        return False
+    if http.token_for_reads == "auto":
+        return not is_loopback(parse_listen(http.listen)[0])
+    return bool(http.token_for_reads)
 
 
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:

@@ -8,8 +8,9 @@
   request was merged but this caller may not wait (too many waiting already); 503 while stopping;
   504 when the cycle did not end in time.
 
-With a token, ``POST /-/recompute`` (and, with ``token_for_reads``, ``/metrics`` and
-``/-/status``) need ``Authorization: Bearer <token>``, compared in constant time.  No
+With a token, ``POST /-/recompute`` (and, when reads need it -- ``http.token_for_reads``, by default
+when the listener is not loopback -- ``/metrics`` and ``/-/status``) need
+``Authorization: Bearer <token>``, compared in constant time.  No
 endpoint takes a body: the server refuses one (413) before reading it, so the token is
 always checked on a request whose body was never read.
 """

@@ -35,7 +35,7 @@ from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
 from . import sdnotify, statefiles
-from .config import Config, for_reload, load_config, resolve_token, with_overrides
+from .config import Config, for_reload, load_config, reads_need_token, resolve_token, with_overrides
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .logs import configure, get_logger
@@ -234,6 +234,10 @@ class Service:
         finally:
             self.requests.leave_wait()
 
+    def auth(self) -> tuple[str | None, bool]:
+        """(token, whether reads need it), asked at every request: a reload takes effect at once."""
+        return self.token, reads_need_token(self.config.http, self.token)
+
     def health(self) -> tuple[bool, str]:
         n, limit = self.runner.failures, self.config.http.unhealthy_after
         return (True, "ok\n") if n < limit else (False, f"unhealthy: {n} failed cycles in a row\n")
@@ -321,7 +325,7 @@ class Service:
                 raise
         app = make_app(Endpoints(render_metrics=self.metrics.negotiate, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
-                                 auth=lambda: (self.token, self.config.http.token_for_reads)))
+                                 auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)
         self.http.start()
