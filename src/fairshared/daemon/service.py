@@ -110,6 +110,8 @@ class Service:
         self.token = resolve_token(config.http)  # an unreadable or empty token file stops here
         self.state_dir = state_dir(config, demo)
         statefiles.check_directory(self.state_dir)
+        if config.state.audit_log:
+            statefiles.check_not_symlink(Path(config.state.audit_log), "state.audit_log")
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
         if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
@@ -277,6 +279,8 @@ class Service:
             new = with_overrides(load_config(self.config_path), self.overrides) if self.config_path else self.config
             new, later = for_reload(self.config, new)
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
+            if new.state.audit_log:
+                statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
         except InputError as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
             sdnotify.ready(status="reload rejected: " + str(exc))
@@ -410,7 +414,10 @@ def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period
     overrides = command_line_overrides(dry_run, period, listen)
     config = with_overrides(load_config(config_path), overrides)
     configure(config.logging.format, config.logging.level)
-    svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
+    try:
+        svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
+    except OSError as exc:  # whatever start-up writes that is not named above: still one line, exit 2
+        raise InputError(f"cannot start: {exc.strerror or exc}", exc.filename) from None
     code = svc.run()
     if svc.abandoned:
         # the abandoned cycle's worker thread would hold the interpreter at exit
