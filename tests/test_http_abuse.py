@@ -464,10 +464,88 @@ def test_reads_need_the_token_off_loopback_unless_configured(tmp_path, listen, r
         http["token_for_reads"] = reads == "true"
     svc = Service(config_from_dict({"http": http, "state": {"directory": str(tmp_path / "state")}}), None,
                   demo=True)
-    app = make_app(Endpoints(render_metrics=svc.metrics.negotiate, status=svc.runner.status, health=svc.health,
+    app = make_app(Endpoints(render_metrics=svc.metrics.exposition, status=svc.runner.status, health=svc.health,
                              ready=svc.ready, recompute=lambda: (200, {}), auth=svc.auth))
     for path in ("/metrics", "/-/status"):
         assert wsgi_get(app, path) == ("401 Unauthorized" if locked else "200 OK"), path
         if token:
             assert wsgi_get(app, path, token) == "200 OK"
     assert wsgi_get(app, "/-/healthy") == "200 OK"  # the probes never need it
+
+
+# -- /metrics: formatted once per cycle and format, sent without a copy --------------------------------
+
+def test_scrapes_in_alternating_formats_format_each_once_and_head_sends_no_body():
+    from test_metrics import ACCEPTS, counting_formats, cycle
+
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+    from fairshared.sinks.metrics import Metrics
+
+    m = Metrics(version="1")
+    formatted = counting_formats(m)
+    m.publish(cycle(1))
+    ep = Endpoints(render_metrics=m.exposition, status=dict, health=lambda: (True, "ok\n"),
+                   ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=16, timeout=5, backlog=16, threads=4)
+    srv.start()
+    port = srv.address[1]
+    try:
+        types = set()
+        for i in range(40):
+            out = raw(port, f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            f"Accept: {ACCEPTS[i % len(ACCEPTS)]}\r\n\r\n".encode())
+            head, _, body = out.partition(b"\r\n\r\n")
+            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length")))
+            assert out.startswith(b"HTTP/1.1 200") and len(body) == length and b"fairshared_info{" in body
+            types.add(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Type")))
+        assert len(types) == 3 and len(formatted) == 3  # one formatting per format, not per scrape
+        # HEAD: the length, no body; the connection stays usable for the next request
+        out = raw(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n"
+                        b"Connection: close\r\n\r\n")
+        first, _, rest = out.partition(b"\r\n\r\n")
+        assert first.startswith(b"HTTP/1.1 200") and rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"ok\n")
+    finally:
+        srv.stop(2)
+
+
+def test_a_big_body_is_sent_from_the_cached_object_not_copied_per_scrape():
+    import tracemalloc
+
+    from fairshared.daemon.http import Endpoints, Parts, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    big = bytes(range(256)) * (16 * 1024)  # 4 MiB, "the cache"
+    ep = Endpoints(render_metrics=lambda accept: ((b"# runtime\n", big), "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=32, timeout=10, backlog=64, threads=4)
+    srv.start()
+    port = srv.address[1]
+    idle = []
+    try:
+        out = raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
+        assert out.partition(b"\r\n\r\n")[2] == b"# runtime\n" + big  # whole, in order
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for _ in range(12):  # scrapers that ask and never read
+                s = socket.create_connection(("127.0.0.1", port))
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                idle.append(s)
+            time.sleep(1.5)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        assert peak < len(big) // 2, f"{peak / 2**20:.1f} MiB allocated for 12 scrapes of a 4 MiB body"
+        assert raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").endswith(b"ok\n")
+    finally:
+        for s in idle:
+            s.close()
+        srv.stop(2)
+    p = Parts((b"abc", b"", b"defgh"))  # the file the server reads from: seek, tell, short reads
+    assert p.seek(0, 2) == 8 and p.tell() == 8 and p.read(4) == b""
+    p.seek(1)
+    assert p.read(10) == b"bc" and p.read(2) == b"de" and p.read() == b"fgh"
+    p.seek(-2, 1)
+    assert p.read() == b"gh"

@@ -71,6 +71,10 @@ class SourceConfig(_Strict):
     """Seconds each Slurm command (or pyslurm call) may take."""
     bin_dir: str | None = None
     """Directory holding sshare, scontrol, sacctmgr, squeue (default: $PATH)."""
+    demo_jobs: int | None = Field(None, ge=0, le=1_000_000)
+    """The demo source (kind = "demo" or --demo) only: keep this many pending jobs in the simulated
+    queue, a quarter of them replaced every period (a big cluster's queue, for benchmarks); default:
+    the small demo's own dozen."""
 
 
 class UsageConfig(_Strict):

@@ -52,7 +52,7 @@ def make_source_and_updater(config: Config, demo: bool):
     if kind == "demo":
         from ..sources.demo import DemoCluster, DemoSource, DemoUpdater
 
-        cluster = DemoCluster()
+        cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
         from ..sources.pyslurm_source import import_pyslurm
@@ -327,7 +327,7 @@ class Service:
             except Exception:
                 sock.close()
                 raise
-        app = make_app(Endpoints(render_metrics=self.metrics.negotiate, status=self.runner.status,
+        app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,

@@ -84,9 +84,12 @@ CPUS = (1, 4, 16, 64, 8)  # a job's CPUs (and nodes: 1 per 16 CPUs), by job id
 class DemoCluster:
     """The simulated cluster's state; shared by the demo source and updater."""
 
-    def __init__(self, seed: int = 42, step: float | None = None):
+    def __init__(self, seed: int = 42, step: float | None = None, pending_jobs: int | None = None):
         self.rng = random.Random(seed)
         self.step = step or CONFIG["calc_period_seconds"]
+        # source.demo_jobs: the queue is topped up to this many jobs every period (a big cluster's
+        # queue for benchmarks); None: the small demo's own arrivals only
+        self.pending_jobs = pending_jobs
         self.now = 0.0
         self.usage = {(a, u): 0.0 for a, u, _, _ in TREE if u}
         self.jobs: dict[int, Job] = {}
@@ -105,16 +108,22 @@ class DemoCluster:
                 self.usage[key] += rate * self.step * self.rng.uniform(0.5, 1.5)
         for jid in [j for j in self.jobs if self.rng.random() < 0.25]:
             del self.jobs[jid]  # started (or cancelled)
-        for (acct, user), (rate, p) in ((k, APPETITE[k[1]]) for k in self.usage):
-            if user != "root" and self.rng.random() < p * 0.5:
-                self.jobs[self.next_id] = Job(
-                    job_id=self.next_id, display_id=str(self.next_id), user=user, account=acct,
-                    partition=self.rng.choice(PARTITIONS), qos="normal", priority=1000,
-                    nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0,
-                    submit_time=EPOCH + int(self.now), eligible_time=EPOCH + int(self.now),
-                    accrue_time=EPOCH + int(self.now))
-                self.next_id += 1
+        owners = [k for k in self.usage if k[1] != "root"]
+        for acct, user in owners:
+            if self.rng.random() < APPETITE[user][1] * 0.5:
+                self._submit(acct, user)
+        while self.pending_jobs is not None and len(self.jobs) < self.pending_jobs:
+            self._submit(*self.rng.choice(owners))
         self.now += self.step
+
+    def _submit(self, acct: str, user: str) -> None:
+        self.jobs[self.next_id] = Job(
+            job_id=self.next_id, display_id=str(self.next_id), user=user, account=acct,
+            partition=self.rng.choice(PARTITIONS), qos="normal", priority=1000,
+            nice=100 if self.rng.random() < 0.1 else 0, state="PENDING", site_factor=0,
+            submit_time=EPOCH + int(self.now), eligible_time=EPOCH + int(self.now),
+            accrue_time=EPOCH + int(self.now))
+        self.next_id += 1
 
     def associations(self) -> list[Association]:
         out = []
