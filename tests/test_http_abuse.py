@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -549,3 +550,164 @@ def test_a_big_body_is_sent_from_the_cached_object_not_copied_per_scrape():
     assert p.read(10) == b"bc" and p.read(2) == b"de" and p.read() == b"fgh"
     p.seek(-2, 1)
     assert p.read() == b"gh"
+
+
+# -- slowloris: a deadline for the whole request; the probes keep answering ---------------------------
+
+def trickle(port: int, n: int, every: float, until: float) -> tuple[list, threading.Thread]:
+    """``n`` connections that send a request one byte every ``every`` s until ``until`` (monotonic);
+    returns the sockets and the sending thread (it stops on a socket the server closed)."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    request = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4000
+
+    def run():
+        i = 0
+        while time.monotonic() < until and i < len(request):
+            for s in socks:
+                try:
+                    s.send(request[i:i + 1])
+                except OSError:
+                    pass
+            i += 1
+            time.sleep(every)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return socks, t
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    s.settimeout(0.5)
+    try:
+        return s.recv(10) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except (TimeoutError, BlockingIOError):
+        return False
+
+
+def timed_get(port: int, path: str, timeout: float = 20) -> tuple[float, bytes]:
+    t0 = time.monotonic()
+    out = raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), timeout=timeout)
+    return time.monotonic() - t0, out
+
+
+def test_a_trickled_request_is_closed_at_the_deadline_and_frees_its_slot():
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    # every slot taken by a trickler sending a byte every 0.2 s: never idle for the 30 s channel timeout
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=4, timeout=30, request_timeout=1,
+                     backlog=16, threads=2)
+    srv.start()
+    port = srv.address[1]
+    socks, t = trickle(port, 4, 0.2, time.monotonic() + 12)
+    try:
+        time.sleep(0.3)
+        took, out = timed_get(port, "/-/healthy")
+        assert out.startswith(b"HTTP/1.1 200") and out.endswith(b"ok\n")
+        assert took < 4, f"/-/healthy waited {took:.1f} s behind 4 trickling connections"
+        assert all(closed_by_server(s) for s in socks)  # cut off at the deadline, while still sending
+        assert t.is_alive()
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop(2)
+
+
+def test_seventy_trickling_connections_leave_the_probes_and_scrapes_answering(daemon):
+    """The issue's attack on the demo daemon: 70 connections, a byte every 2 s, no token."""
+    socks, t = trickle(daemon.port, 70, 2.0, time.monotonic() + 9)
+    try:
+        time.sleep(0.5)
+        worst = 0.0
+        for _ in range(6):
+            for path in ("/-/healthy", "/metrics"):
+                took, out = timed_get(daemon.port, path)
+                assert out.startswith(b"HTTP/1.1 200"), out[:100]
+                worst = max(worst, took)
+            time.sleep(0.5)
+        assert worst < 1.0, f"a probe or scrape took {worst:.2f} s during the attack"
+        time.sleep(7 - 0.5 - 6 * 0.5)  # past http.request_timeout (5 s) since their first byte
+        assert sum(closed_by_server(s) for s in socks) == 70
+    finally:
+        for s in socks:
+            s.close()
+
+
+# -- waitress's per-request warnings become one summary line per interval -----------------------------
+
+def test_pressure_summarises_waitress_warnings_once_per_interval():
+    import logging
+
+    from fairshared.daemon.httplimits import Pressure
+
+    now = [1000.0]
+    lines = []
+    p = Pressure(interval=60, clock=lambda: now[0], log=lambda event, **kw: lines.append((event, kw)))
+    queue = logging.getLogger("waitress.queue")
+    p.install()
+    try:
+        assert p.flush() is False  # nothing happened: nothing said
+        for i in range(15038):
+            queue.warning("Task queue depth is %d", 1 + i % 37)
+        logging.getLogger("waitress").warning("total open connections reached the connection limit, "
+                                              "no longer accepting new connections")
+        p.slow(3)
+        now[0] += 5
+        assert p.flush() is False and lines == []  # within the minute: counted, not said
+        now[0] += 55
+        assert p.flush() is True and lines == [("http under pressure", {
+            "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "connection_limit_reached": 1,
+            "seconds": 60.0})]
+        assert p.flush() is False
+        now[0] += 100
+        queue.warning("Task queue depth is %d", 2)  # after a quiet spell: a new window
+        now[0] += 30
+        assert p.flush() is False
+        assert p.flush(force=True) is True and lines[-1][1]["queued"] == 1 and len(lines) == 2  # at stop
+        assert p.filter(logging.makeLogRecord({"msg": "something else"})) is True  # others pass
+    finally:
+        p.uninstall()
+
+
+def test_a_queue_for_the_workers_is_one_log_line_not_one_per_request(caplog):
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httplimits import Pressure
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    gate = threading.Event()
+
+    def slow_status():
+        gate.wait(10)
+        return {}
+
+    ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=slow_status,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    lines = []
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=10, backlog=64, threads=1,
+                     pressure=Pressure(interval=1, log=lambda event, **kw: lines.append((event, kw))))
+    srv.start()
+    port = srv.address[1]
+    answers = []
+    clients = [threading.Thread(target=lambda: answers.append(
+        raw(port, b"GET /-/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=15)))
+        for _ in range(30)]
+    try:
+        with caplog.at_level(logging.WARNING):
+            for c in clients:
+                c.start()
+            time.sleep(1.5)  # all 30 queued behind the one worker
+            gate.set()
+            for c in clients:
+                c.join(15)
+            time.sleep(1.2)
+        assert len(answers) == 30 and all(a.startswith(b"HTTP/1.1 200") for a in answers)
+        assert not [r for r in caplog.records if "Task queue depth" in r.getMessage()]
+        assert len(lines) == 1 and lines[0][0] == "http under pressure"
+        assert lines[0][1]["queued"] >= 25 and lines[0][1]["max_queue_depth"] >= 25, lines
+    finally:
+        gate.set()
+        srv.stop(2)

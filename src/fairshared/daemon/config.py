@@ -129,13 +129,19 @@ class HttpConfig(_Strict):
     """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
     auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
     go to the network unasked), no on loopback; true / false: always / never."""
-    max_connections: int = Field(64, ge=1, le=10000)
+    max_connections: int = Field(512, ge=1, le=10000)
     """Open connections at most; past it new ones wait in the listen backlog (never more than half
-    the process's file-descriptor limit, so a cycle always has descriptors left)."""
+    the process's file-descriptor limit, so a cycle always has descriptors left).  An open
+    connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
+    hundred slow connections do not hold the probes and scrapes in the backlog."""
     backlog: int = Field(128, ge=1, le=65535)
     """The listen backlog."""
     timeout: int = Field(10, ge=1, le=3600)
     """Seconds a connection may be idle (nothing received, no request in progress) before it is closed."""
+    request_timeout: float = Field(5.0, gt=0, le=600)
+    """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
+    body) from its first byte; a connection still sending after that is closed, however steadily
+    it trickles (slowloris).  Checked every second; a reload changes it at once."""
     recompute_wait: float = Field(300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
     max_waiting: int = Field(2, ge=0, le=64)

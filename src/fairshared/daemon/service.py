@@ -290,6 +290,8 @@ class Service:
         self.config = new
         self.token = token
         self.metrics.per_job = new.metrics.per_job
+        if self.http is not None:
+            self.http.request_timeout = new.http.request_timeout  # read at every check
         self.runner.reconfigure(new)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
@@ -331,7 +333,7 @@ class Service:
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
-                               backlog=hc.backlog, threads=hc.max_waiting + 2)
+                               request_timeout=hc.request_timeout, backlog=hc.backlog, threads=hc.max_waiting + 2)
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
