@@ -151,6 +151,20 @@ def test_demo_cluster_runs_and_pushes_into_its_queue(tmp_path):
     assert all(cluster.jobs[j].site_factor == v for j, v in pushed.items() if j in cluster.jobs)
 
 
+def test_demo_jobs_keeps_a_big_queue_and_leaves_the_small_demo_as_it_was():
+    small, default = DemoCluster(seed=5), DemoCluster(seed=5, pending_jobs=None)
+    for _ in range(5):
+        small.advance()
+        default.advance()
+    assert sorted(small.jobs) == sorted(default.jobs) and len(small.jobs) < 100
+    big = DemoCluster(seed=5, pending_jobs=2000)
+    assert len(big.jobs) == 2000
+    before = set(big.jobs)
+    big.advance()
+    assert len(big.jobs) == 2000 and 0 < len(before - set(big.jobs)) < 2000  # a churning queue
+    assert all(j.state == "PENDING" and j.user != "root" for j in big.jobs.values())
+
+
 @pytest.mark.parametrize("mode", ["nice"])
 def test_nice_mode_through_the_runner(tmp_path, mode):
     q = Queue([Job(1, "busy", "a", "batch", priority=10, nice=7)])
