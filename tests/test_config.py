@@ -95,4 +95,5 @@ def test_a_token_file_others_may_read_or_change_is_refused(tmp_path, mode, refus
         return
     with pytest.raises(InputError) as exc:
         resolve_token(HttpConfig(token_file=str(tok)), env={})
-    assert str(exc.value).startswith(f"http.token_file {tok}: mode {mode:04o} lets other users read or change")
+    assert str(exc.value).startswith(f"http.token_file {tok}: mode {mode:04o} lets other users read or "
+                                     f"change")

@@ -465,8 +465,8 @@ def test_reads_need_the_token_off_loopback_unless_configured(tmp_path, listen, r
         http["token_for_reads"] = reads == "true"
     svc = Service(config_from_dict({"http": http, "state": {"directory": str(tmp_path / "state")}}), None,
                   demo=True)
-    app = make_app(Endpoints(render_metrics=svc.metrics.exposition, status=svc.runner.status, health=svc.health,
-                             ready=svc.ready, recompute=lambda: (200, {}), auth=svc.auth))
+    app = make_app(Endpoints(render_metrics=svc.metrics.exposition, status=svc.runner.status,
+                             health=svc.health, ready=svc.ready, recompute=lambda: (200, {}), auth=svc.auth))
     for path in ("/metrics", "/-/status"):
         assert wsgi_get(app, path) == ("401 Unauthorized" if locked else "200 OK"), path
         if token:
@@ -488,7 +488,8 @@ def test_scrapes_in_alternating_formats_format_each_once_and_head_sends_no_body(
     m.publish(cycle(1))
     ep = Endpoints(render_metrics=m.exposition, status=dict, health=lambda: (True, "ok\n"),
                    ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
-    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=16, timeout=5, backlog=16, threads=4)
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=16, timeout=5, backlog=16,
+                     threads=4)
     srv.start()
     port = srv.address[1]
     try:
@@ -497,7 +498,8 @@ def test_scrapes_in_alternating_formats_format_each_once_and_head_sends_no_body(
             out = raw(port, f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                             f"Accept: {ACCEPTS[i % len(ACCEPTS)]}\r\n\r\n".encode())
             head, _, body = out.partition(b"\r\n\r\n")
-            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.startswith(b"Content-Length")))
+            lines = head.split(b"\r\n")
+            length = int(next(ln.split(b":")[1] for ln in lines if ln.startswith(b"Content-Length")))
             assert out.startswith(b"HTTP/1.1 200") and len(body) == length and b"fairshared_info{" in body
             types.add(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Type")))
         assert len(types) == 3 and len(formatted) == 3  # one formatting per format, not per scrape
@@ -505,7 +507,8 @@ def test_scrapes_in_alternating_formats_format_each_once_and_head_sends_no_body(
         out = raw(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n"
                         b"Connection: close\r\n\r\n")
         first, _, rest = out.partition(b"\r\n\r\n")
-        assert first.startswith(b"HTTP/1.1 200") and rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"ok\n")
+        assert first.startswith(b"HTTP/1.1 200")
+        assert rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"ok\n")
     finally:
         srv.stop(2)
 
@@ -518,8 +521,10 @@ def test_a_big_body_is_sent_from_the_cached_object_not_copied_per_scrape():
 
     big = bytes(range(256)) * (16 * 1024)  # 4 MiB, "the cache"
     ep = Endpoints(render_metrics=lambda accept: ((b"# runtime\n", big), "text/plain"), status=dict,
-                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
-    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=32, timeout=10, backlog=64, threads=4)
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=32, timeout=10, backlog=64,
+                     threads=4)
     srv.start()
     port = srv.address[1]
     idle = []
@@ -597,7 +602,8 @@ def test_a_trickled_request_is_closed_at_the_deadline_and_frees_its_slot():
     from fairshared.daemon.httpserver import HttpServer, bind
 
     ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=dict,
-                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
     # every slot taken by a trickler sending a byte every 0.2 s: never idle for the 30 s channel timeout
     srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=4, timeout=30, request_timeout=1,
                      backlog=16, threads=2)
@@ -619,7 +625,7 @@ def test_a_trickled_request_is_closed_at_the_deadline_and_frees_its_slot():
 
 def test_seventy_trickling_connections_leave_the_probes_and_scrapes_answering(daemon):
     """The issue's attack on the demo daemon: 70 connections, a byte every 2 s, no token."""
-    socks, t = trickle(daemon.port, 70, 2.0, time.monotonic() + 9)
+    socks, _ = trickle(daemon.port, 70, 2.0, time.monotonic() + 9)
     try:
         time.sleep(0.5)
         worst = 0.0
@@ -685,10 +691,12 @@ def test_a_queue_for_the_workers_is_one_log_line_not_one_per_request(caplog):
         return {}
 
     ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=slow_status,
-                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
     lines = []
-    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=10, backlog=64, threads=1,
-                     pressure=Pressure(interval=1, log=lambda event, **kw: lines.append((event, kw))))
+    pressure = Pressure(interval=1, log=lambda event, **kw: lines.append((event, kw)))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=10, backlog=64,
+                     threads=1, pressure=pressure)
     srv.start()
     port = srv.address[1]
     answers = []

@@ -16,8 +16,8 @@ from daemon_proc import Daemon, fairshared_argv, write_config
 
 
 def recompute(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(fairshared_argv() + ["recompute", *args], capture_output=True, text=True, timeout=60,
-                          check=False, stdin=subprocess.DEVNULL, env=env)
+    return subprocess.run(fairshared_argv() + ["recompute", *args], capture_output=True, text=True,
+                          timeout=60, check=False, stdin=subprocess.DEVNULL, env=env)
 
 
 def config_with_pid_file(tmp_path, pid_file) -> str:

@@ -319,7 +319,8 @@ def for_reload(running: Config, new: Config) -> tuple[Config, list[str]]:
 
 
 __all__ = ["ALGORITHMS", "Config", "DEFAULT_PORT", "load_config", "config_from_dict", "is_loopback", "parse_listen",
-           "reads_need_token", "resolve_token", "with_overrides", "changed_keys", "restart_only", "for_reload"]
+           "reads_need_token", "resolve_token", "with_overrides", "changed_keys", "restart_only",
+           "for_reload"]
 
 
 def reads_need_token(http: HttpConfig, token: str | None) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from waitress.channel import HTTPChannel
 
@@ -113,8 +113,8 @@ class Pressure(logging.Filter):
             if self._since is None or (now - self._since < self.interval and not force):
                 return False
             fields = {"queued": self.queued, "max_queue_depth": self.max_depth,
-                      "slow_requests_closed": self.slow_closed, "connection_limit_reached": self.limit_reached,
-                      "seconds": round(now - self._since, 1)}
+                      "slow_requests_closed": self.slow_closed,
+                      "connection_limit_reached": self.limit_reached, "seconds": round(now - self._since, 1)}
             self._reset()
         self._log("http under pressure", **fields)
         return True

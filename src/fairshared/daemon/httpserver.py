@@ -89,7 +89,8 @@ class HttpServer:
 
         def maintenance(now):
             idle_check(now)
-            self.pressure.slow(close_slow_requests(self.server.active_channels.values(), self.request_timeout))
+            channels = self.server.active_channels.values()
+            self.pressure.slow(close_slow_requests(channels, self.request_timeout))
 
         self.server.maintenance = maintenance
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

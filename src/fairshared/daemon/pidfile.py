@@ -39,7 +39,8 @@ def _read_pid(path: Path) -> tuple[int, int]:
         if not stat.S_ISREG(st.st_mode):
             raise InputError("is not a regular file", where)
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise InputError(f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o}): not trusted", where)
+            mode = stat.S_IMODE(st.st_mode)
+            raise InputError(f"is writable by others (mode {mode:04o}): not trusted", where)
         text = fh.read(32).decode("ascii", "replace").strip()
     if not text.isdigit() or int(text) <= 0:
         raise InputError(f"holds no pid ({text[:20]!r})", where)
@@ -74,7 +75,8 @@ def signal_daemon(path: Path, signum: int = signal.SIGUSR1) -> int:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
-            raise InputError(f"names pid {pid}, which is not running (is the daemon stopped?)", where) from None
+            raise InputError(f"names pid {pid}, which is not running (is the daemon stopped?)",
+                             where) from None
         if b"fairshared" not in cmdline:
             shown = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()[:80]
             raise InputError(f"names pid {pid}, which is not fairshared ({shown!r}): not signalled", where)

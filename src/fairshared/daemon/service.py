@@ -333,7 +333,8 @@ class Service:
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
-                               request_timeout=hc.request_timeout, backlog=hc.backlog, threads=hc.max_waiting + 2)
+                               request_timeout=hc.request_timeout, backlog=hc.backlog,
+                               threads=hc.max_waiting + 2)
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from ..model import InputError
 
-__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "lock", "read_json", "set_aside",
-           "write_atomic"]
+__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "lock", "read_json",
+           "set_aside", "write_atomic"]
 
 MAX_STATE_BYTES = 256 * 1024 * 1024
 

@@ -72,6 +72,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
+from ..daemon.logs import get_logger
 from .base import PushAction
 
 NS = "fairshared"
@@ -244,7 +245,7 @@ class Metrics:
         # content type -> (the view, its exposition): one entry per format, replaced per view
         self._rendered: dict[str, tuple[_View, bytes]] = {}
         self._render_locks = {CONTENT_TYPE_PLAIN_0_0_4: threading.Lock()}
-        self.render_count = 0  # fairshared's series formatted (not the runtime metrics): once per view and format
+        self.render_count = 0  # formattings of fairshared's series (not the runtime metrics)
         self._runtime: CollectorRegistry | None = None
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
@@ -356,8 +357,11 @@ class Metrics:
             cached = self._rendered.get(ctype)
             if cached is not None and cached[0] is v:  # formatted while we waited
                 return cached[1]
+            t0 = time.monotonic()
             body = encoder(_Fixed(self._families(v)))
             self.render_count += 1
+            get_logger().debug("metrics formatted", content_type=ctype, bytes=len(body),
+                               seconds=round(time.monotonic() - t0, 3))
             # formats that differ only in name escaping give the same bytes for fairshared's
             # (legacy-named) series: keep one object for them all
             body = next((b for w, b in list(self._rendered.values()) if w is v and b == body), body)
