@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -280,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"daemon peaks: RSS {results['peak_rss_mb']} MB, {peak['Threads']} threads, "
           f"{peak['fds']} open descriptors")
     ok = ok_healthy and ok_rss and ok_render
+    if ok:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"the daemon's log: {log_path}")
     print("PASS" if ok else "FAIL")
     print(json.dumps(results))
     return 0 if ok else 1
