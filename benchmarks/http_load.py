@@ -40,7 +40,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from soak import fairshared_argv, free_port, percentile  # noqa: E402
+from soak import fairshared_argv, free_port, percentile
 
 TEXT = "text/plain;version=0.0.4"
 OPENMETRICS = "application/openmetrics-text;version=1.0.0"
@@ -162,11 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                    f'[state]\ndirectory = "{tmp}/state"\n')
     port = free_port()
     log_path = tmp / "daemon.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--config", str(cfg),
-                                                 "--period", str(args.period),
-                                                 "--listen", f"127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    with open(log_path, "w") as log:  # the child has its own descriptor for it
+        proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--config", str(cfg),
+                                                     "--period", str(args.period),
+                                                     "--listen", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     sampler = Sampler(proc.pid)
     results: dict = {"jobs": args.jobs}
     try:
@@ -238,7 +238,6 @@ def main(argv: list[str] | None = None) -> int:
         if proc.poll() is None:
             proc.terminate()
             proc.wait(60)
-        log.close()
 
     events = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     cycles = [e for e in events if e.get("event") == "cycle"]
