@@ -64,16 +64,36 @@ def test_token_file_and_systemd_credential(tmp_path):
     from fairshared.daemon.config import HttpConfig, resolve_token
 
     (tmp_path / "tok").write_text("  s3cret  \nignored\n")
+    (tmp_path / "tok").chmod(0o600)
     assert resolve_token(HttpConfig(token_file=str(tmp_path / "tok")), env={}) == "s3cret"
     # a bare name is a systemd credential; with no key at all, the shipped unit's "http-token" is used
     (tmp_path / "http-token").write_text("from-systemd\n")
+    (tmp_path / "http-token").chmod(0o400)  # as systemd's LoadCredential= leaves it
     env = {"CREDENTIALS_DIRECTORY": str(tmp_path)}
     assert resolve_token(HttpConfig(token_file="tok"), env=env) == "s3cret"
     assert resolve_token(HttpConfig(), env=env) == "from-systemd"
     assert resolve_token(HttpConfig(), env={}) is None
     assert resolve_token(HttpConfig(token="inline"), env=env) == "inline"
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o600)
     with pytest.raises(InputError, match="empty"):
         resolve_token(HttpConfig(token_file=str(tmp_path / "empty")), env={})
     with pytest.raises(InputError, match=r"http.token_file .*missing: cannot read the token"):
         resolve_token(HttpConfig(token_file=str(tmp_path / "missing")), env={})
+
+
+@pytest.mark.parametrize("mode, refused", [(0o600, False), (0o400, False), (0o640, False), (0o644, True),
+                                           (0o604, True), (0o660, True), (0o602, True), (0o666, True)])
+def test_a_token_file_others_may_read_or_change_is_refused(tmp_path, mode, refused):
+    from fairshared.daemon.config import HttpConfig, resolve_token
+
+    tok = tmp_path / "tok"
+    tok.write_text("s3cret\n")
+    tok.chmod(mode)
+    if not refused:
+        assert resolve_token(HttpConfig(token_file=str(tok)), env={}) == "s3cret"
+        return
+    with pytest.raises(InputError) as exc:
+        resolve_token(HttpConfig(token_file=str(tok)), env={})
+    assert str(exc.value).startswith(f"http.token_file {tok}: mode {mode:04o} lets other users read or "
+                                     f"change")

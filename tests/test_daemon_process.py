@@ -116,6 +116,7 @@ def test_http_recompute_and_the_recompute_command(daemon):
 def test_recompute_token(tmp_path):
     tok = tmp_path / "token"
     tok.write_text("s3cret\n")
+    tok.chmod(0o600)
     cfg = write_config(tmp_path / "fs.toml", f'[http]\ntoken_file = "{tok}"\ntoken_for_reads = true\n'
                                              f'[state]\ndirectory = "{tmp_path}/state"\n')
     d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -418,11 +419,303 @@ def _cpu_seconds(pid: int) -> float:
     ('token_file = "{tmp}/empty"', None, ["http.token_file", "empty"]),
     ('token_file = "{tmp}/missing"', None, ["http.token_file", "No such file"]),
     ('token = ""', None, ["http.token", "at least 1 character"]),
+    ('token_file = "{tmp}/public"', None, ["http.token_file", "/public: mode 0644", "chmod 0600"]),
+    ('token_file = "{tmp}/shared"', None, ["http.token_file", "/shared: mode 0620", "chmod 0600"]),
     ("", "0.0.0.0:{port}", ["--listen", "is not loopback", "allow_unauthenticated"]),
 ])
 def test_authentication_mistakes_stop_the_start_in_one_line(tmp_path, http, listen, needles):
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o600)
+    for name, mode in (("public", 0o644), ("shared", 0o620)):
+        (tmp_path / name).write_text("s3cret\n")
+        (tmp_path / name).chmod(mode)
     cfg = write_config(tmp_path / "fs.toml", "[http]\n" + http.format(tmp=tmp_path) + "\n"
                                              f'[state]\ndirectory = "{tmp_path}/state"\n')
     args = ["--config", str(cfg)] + (["--listen", listen.format(port=free_port())] if listen else [])
     assert_one_line(run_fails(*args), *needles)
+
+
+# -- reads need the token off loopback ---------------------------------------------------------------
+
+def wsgi_get(app, path: str, token: str | None = None) -> str:
+    """The status line of ``GET path`` through the WSGI app, no socket."""
+    got = []
+    environ = {"PATH_INFO": path, "REQUEST_METHOD": "GET"}
+    if token:
+        environ["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    b"".join(app(environ, lambda status, headers: got.append(status)))
+    return got[0]
+
+
+@pytest.mark.parametrize("listen, reads, token, locked", [
+    ("127.0.0.1:9817", None, "s3cret", False),  # loopback: reads open by default
+    ("[::1]:9817", None, "s3cret", False),
+    ("10.0.0.1:9817", None, "s3cret", True),  # off loopback with a token: reads need it by default
+    ("10.0.0.1:9817", "false", "s3cret", False),  # unless the config says otherwise
+    ("127.0.0.1:9817", "true", "s3cret", True),
+    ("10.0.0.1:9817", None, None, False),  # allow_unauthenticated: no token to ask for
+])
+def test_reads_need_the_token_off_loopback_unless_configured(tmp_path, listen, reads, token, locked):
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.service import Service
+
+    http = {"listen": listen, **({"token": token} if token else {"allow_unauthenticated": True})}
+    if reads is not None:
+        http["token_for_reads"] = reads == "true"
+    svc = Service(config_from_dict({"http": http, "state": {"directory": str(tmp_path / "state")}}), None,
+                  demo=True)
+    app = make_app(Endpoints(render_metrics=svc.metrics.exposition, status=svc.runner.status,
+                             health=svc.health, ready=svc.ready, recompute=lambda: (200, {}), auth=svc.auth))
+    for path in ("/metrics", "/-/status"):
+        assert wsgi_get(app, path) == ("401 Unauthorized" if locked else "200 OK"), path
+        if token:
+            assert wsgi_get(app, path, token) == "200 OK"
+    assert wsgi_get(app, "/-/healthy") == "200 OK"  # the probes never need it
+
+
+# -- /metrics: formatted once per cycle and format, sent without a copy --------------------------------
+
+def test_scrapes_in_alternating_formats_format_each_once_and_head_sends_no_body():
+    from test_metrics import ACCEPTS, counting_formats, cycle
+
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+    from fairshared.sinks.metrics import Metrics
+
+    m = Metrics(version="1")
+    formatted = counting_formats(m)
+    m.publish(cycle(1))
+    ep = Endpoints(render_metrics=m.exposition, status=dict, health=lambda: (True, "ok\n"),
+                   ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=16, timeout=5, backlog=16,
+                     threads=4)
+    srv.start()
+    port = srv.address[1]
+    try:
+        types = set()
+        for i in range(40):
+            out = raw(port, f"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            f"Accept: {ACCEPTS[i % len(ACCEPTS)]}\r\n\r\n".encode())
+            head, _, body = out.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            length = int(next(ln.split(b":")[1] for ln in lines if ln.startswith(b"Content-Length")))
+            assert out.startswith(b"HTTP/1.1 200") and len(body) == length and b"fairshared_info{" in body
+            types.add(next(ln for ln in head.split(b"\r\n") if ln.startswith(b"Content-Type")))
+        assert len(types) == 3 and len(formatted) == 3  # one formatting per format, not per scrape
+        # HEAD: the length, no body; the connection stays usable for the next request
+        out = raw(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n"
+                        b"Connection: close\r\n\r\n")
+        first, _, rest = out.partition(b"\r\n\r\n")
+        assert first.startswith(b"HTTP/1.1 200")
+        assert rest.startswith(b"HTTP/1.1 200") and rest.endswith(b"ok\n")
+    finally:
+        srv.stop(2)
+
+
+def test_a_big_body_is_sent_from_the_cached_object_not_copied_per_scrape():
+    import tracemalloc
+
+    from fairshared.daemon.http import Endpoints, Parts, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    big = bytes(range(256)) * (16 * 1024)  # 4 MiB, "the cache"
+    ep = Endpoints(render_metrics=lambda accept: ((b"# runtime\n", big), "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=32, timeout=10, backlog=64,
+                     threads=4)
+    srv.start()
+    port = srv.address[1]
+    idle = []
+    try:
+        out = raw(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=10)
+        assert out.partition(b"\r\n\r\n")[2] == b"# runtime\n" + big  # whole, in order
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for _ in range(12):  # scrapers that ask and never read
+                s = socket.create_connection(("127.0.0.1", port))
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                idle.append(s)
+            time.sleep(1.5)
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+        assert peak < len(big) // 2, f"{peak / 2**20:.1f} MiB allocated for 12 scrapes of a 4 MiB body"
+        assert raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").endswith(b"ok\n")
+    finally:
+        for s in idle:
+            s.close()
+        srv.stop(2)
+    p = Parts((b"abc", b"", b"defgh"))  # the file the server reads from: seek, tell, short reads
+    assert p.seek(0, 2) == 8 and p.tell() == 8 and p.read(4) == b""
+    p.seek(1)
+    assert p.read(10) == b"bc" and p.read(2) == b"de" and p.read() == b"fgh"
+    p.seek(-2, 1)
+    assert p.read() == b"gh"
+
+
+# -- slowloris: a deadline for the whole request; the probes keep answering ---------------------------
+
+def trickle(port: int, n: int, every: float, until: float) -> tuple[list, threading.Thread]:
+    """``n`` connections that send a request one byte every ``every`` s until ``until`` (monotonic);
+    returns the sockets and the sending thread (it stops on a socket the server closed)."""
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    request = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 4000
+
+    def run():
+        i = 0
+        while time.monotonic() < until and i < len(request):
+            for s in socks:
+                try:
+                    s.send(request[i:i + 1])
+                except OSError:
+                    pass
+            i += 1
+            time.sleep(every)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return socks, t
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    s.settimeout(0.5)
+    try:
+        return s.recv(10) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except (TimeoutError, BlockingIOError):
+        return False
+
+
+def timed_get(port: int, path: str, timeout: float = 20) -> tuple[float, bytes]:
+    t0 = time.monotonic()
+    out = raw(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(), timeout=timeout)
+    return time.monotonic() - t0, out
+
+
+def test_a_trickled_request_is_closed_at_the_deadline_and_frees_its_slot():
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    # every slot taken by a trickler sending a byte every 0.2 s: never idle for the 30 s channel timeout
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 16), max_connections=4, timeout=30, request_timeout=1,
+                     backlog=16, threads=2)
+    srv.start()
+    port = srv.address[1]
+    socks, t = trickle(port, 4, 0.2, time.monotonic() + 12)
+    try:
+        time.sleep(0.3)
+        took, out = timed_get(port, "/-/healthy")
+        assert out.startswith(b"HTTP/1.1 200") and out.endswith(b"ok\n")
+        assert took < 4, f"/-/healthy waited {took:.1f} s behind 4 trickling connections"
+        assert all(closed_by_server(s) for s in socks)  # cut off at the deadline, while still sending
+        assert t.is_alive()
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop(2)
+
+
+def test_seventy_trickling_connections_leave_the_probes_and_scrapes_answering(daemon):
+    """The issue's attack on the demo daemon: 70 connections, a byte every 2 s, no token."""
+    socks, _ = trickle(daemon.port, 70, 2.0, time.monotonic() + 9)
+    try:
+        time.sleep(0.5)
+        worst = 0.0
+        for _ in range(6):
+            for path in ("/-/healthy", "/metrics"):
+                took, out = timed_get(daemon.port, path)
+                assert out.startswith(b"HTTP/1.1 200"), out[:100]
+                worst = max(worst, took)
+            time.sleep(0.5)
+        assert worst < 1.0, f"a probe or scrape took {worst:.2f} s during the attack"
+        time.sleep(7 - 0.5 - 6 * 0.5)  # past http.request_timeout (5 s) since their first byte
+        assert sum(closed_by_server(s) for s in socks) == 70
+    finally:
+        for s in socks:
+            s.close()
+
+
+# -- waitress's per-request warnings become one summary line per interval -----------------------------
+
+def test_pressure_summarises_waitress_warnings_once_per_interval():
+    import logging
+
+    from fairshared.daemon.httplimits import Pressure
+
+    now = [1000.0]
+    lines = []
+    p = Pressure(interval=60, clock=lambda: now[0], log=lambda event, **kw: lines.append((event, kw)))
+    queue = logging.getLogger("waitress.queue")
+    p.install()
+    try:
+        assert p.flush() is False  # nothing happened: nothing said
+        for i in range(15038):
+            queue.warning("Task queue depth is %d", 1 + i % 37)
+        logging.getLogger("waitress").warning("total open connections reached the connection limit, "
+                                              "no longer accepting new connections")
+        p.slow(3)
+        now[0] += 5
+        assert p.flush() is False and lines == []  # within the minute: counted, not said
+        now[0] += 55
+        assert p.flush() is True and lines == [("http under pressure", {
+            "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "connection_limit_reached": 1,
+            "seconds": 60.0})]
+        assert p.flush() is False
+        now[0] += 100
+        queue.warning("Task queue depth is %d", 2)  # after a quiet spell: a new window
+        now[0] += 30
+        assert p.flush() is False
+        assert p.flush(force=True) is True and lines[-1][1]["queued"] == 1 and len(lines) == 2  # at stop
+        assert p.filter(logging.makeLogRecord({"msg": "something else"})) is True  # others pass
+    finally:
+        p.uninstall()
+
+
+def test_a_queue_for_the_workers_is_one_log_line_not_one_per_request(caplog):
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httplimits import Pressure
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    gate = threading.Event()
+
+    def slow_status():
+        gate.wait(10)
+        return {}
+
+    ep = Endpoints(render_metrics=lambda accept: (b"m\n", "text/plain"), status=slow_status,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    lines = []
+    pressure = Pressure(interval=1, log=lambda event, **kw: lines.append((event, kw)))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=10, backlog=64,
+                     threads=1, pressure=pressure)
+    srv.start()
+    port = srv.address[1]
+    answers = []
+    clients = [threading.Thread(target=lambda: answers.append(
+        raw(port, b"GET /-/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=15)))
+        for _ in range(30)]
+    try:
+        with caplog.at_level(logging.WARNING):
+            for c in clients:
+                c.start()
+            time.sleep(1.5)  # all 30 queued behind the one worker
+            gate.set()
+            for c in clients:
+                c.join(15)
+            time.sleep(1.2)
+        assert len(answers) == 30 and all(a.startswith(b"HTTP/1.1 200") for a in answers)
+        assert not [r for r in caplog.records if "Task queue depth" in r.getMessage()]
+        assert len(lines) == 1 and lines[0][0] == "http under pressure"
+        assert lines[0][1]["queued"] >= 25 and lines[0][1]["max_queue_depth"] >= 25, lines
+    finally:
+        gate.set()
+        srv.stop(2)

@@ -444,6 +444,92 @@ def test_openmetrics_negotiation_is_one_valid_document(metrics):
     assert ctype.startswith("text/plain") and b"# EOF" not in text and b'fairshared_cycles_total{outcome="success"} 1.0' in text
 
 
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+                     "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;"
+                     "escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")
+ACCEPTS = ("text/plain", "application/openmetrics-text; version=1.0.0", PROMETHEUS_ACCEPT, "")
+
+
+def counting_formats(m: Metrics) -> list:
+    """Count how often fairshared's series are formatted (the costly part), on any code."""
+    calls = []
+    real = m._families
+
+    def families(v):
+        calls.append(v)
+        return real(v)
+
+    m._families = families
+    return calls
+
+
+def test_each_format_is_formatted_once_per_cycle_however_many_scrapes():
+    m = Metrics(version="1")
+    formatted = counting_formats(m)
+    previous: dict = {}
+    for n in (1, 2):
+        m.publish(cycle(n))
+        bodies: dict[str, set] = {}
+        lock = threading.Lock()
+
+        def scrape(i, bodies=bodies, lock=lock):
+            parts, ctype = m.exposition(ACCEPTS[i % len(ACCEPTS)])
+            with lock:
+                bodies.setdefault(ctype, set()).add(id(parts[-1]))
+
+        threads = [threading.Thread(target=lambda k=k: [scrape(k + 8 * j) for j in range(25)])
+                   for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        kinds = {c.split(";")[0] for c in bodies}
+        assert kinds == {"text/plain", "application/openmetrics-text"}
+        # 200 scrapes in 4 alternating dialects: one formatting per content type, and every scrape of
+        # a content type was served the very same bytes object (no per-scrape copy) -- this cycle's,
+        # or the previous cycle's while this one's was being formatted
+        assert len(formatted) == n * len(bodies), (len(formatted), sorted(bodies))
+        final = {c: b for c, (_, b) in m._rendered.items()}
+        for ctype, ids in bodies.items():
+            assert ids <= {id(final[ctype]), id(previous.get(ctype))}, ctype
+        previous = final  # strong references: no id is reused while compared
+        assert m.render_count == len(formatted)
+
+
+def test_a_scrape_during_a_formatting_gets_the_previous_cycle_instead_of_waiting():
+    m = Metrics(version="1")
+    m.publish(cycle(1))
+    old = m.exposition("text/plain")[0][-1]
+    m.publish(cycle(2))
+    gate, started = threading.Event(), threading.Event()
+    real = m._families
+
+    def slow(v):
+        started.set()
+        gate.wait(10)
+        return real(v)
+
+    m._families = slow
+    t = threading.Thread(target=m.exposition, args=("text/plain",))
+    t.start()
+    started.wait(5)
+    t0 = time.monotonic()
+    assert m.exposition("text/plain")[0][-1] is old and time.monotonic() - t0 < 1
+    gate.set()
+    t.join(10)
+    assert b'outcome="success"} 2.0' in m.exposition("text/plain")[0][-1]
+
+
+def test_made_up_format_versions_do_not_multiply_formattings():
+    m = Metrics(version="1")
+    formatted = counting_formats(m)
+    m.publish(cycle(1))
+    for i in range(50):  # choose_encoder() copies the version into the content type
+        _, ctype = m.exposition(f"application/openmetrics-text;version=1.0.{i + 1}")
+        assert ctype == "text/plain; version=0.0.4; charset=utf-8"
+    assert len(formatted) == 1 and len(m._rendered) == 1
+
+
 def test_render_is_consistent_while_publishing():
     """HTTP threads render while the scheduler publishes: every scrape shows one whole cycle."""
     m = Metrics(version="1")

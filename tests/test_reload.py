@@ -249,5 +249,15 @@ def test_a_rotated_token_file_takes_effect_at_reload(tmp_path):
         wait_until(lambda: d.log_events("reload rejected, keeping the running configuration"), what="rejection")
         assert "token file is empty" in d.log_events("reload rejected, keeping the running configuration")[0]["error"]
         assert d.post("/-/recompute", token="second")[0] == 200
+        # a token file others may read is a rejected reload too, naming the file and its mode
+        tok.write_text("third\n")
+        tok.chmod(0o644)
+        d.signal(signal.SIGHUP)
+        wait_until(lambda: len(d.log_events("reload rejected, keeping the running configuration")) == 2,
+                   what="the second rejection")
+        error = d.log_events("reload rejected, keeping the running configuration")[1]["error"]
+        assert error.startswith(f"http.token_file {tok}: mode 0644 lets other users read or change"), error
+        assert d.post("/-/recompute", token="third")[0] == 401
+        assert d.post("/-/recompute", token="second")[0] == 200
     finally:
         d.stop()

@@ -151,6 +151,20 @@ def test_demo_cluster_runs_and_pushes_into_its_queue(tmp_path):
     assert all(cluster.jobs[j].site_factor == v for j, v in pushed.items() if j in cluster.jobs)
 
 
+def test_demo_jobs_keeps_a_big_queue_and_leaves_the_small_demo_as_it_was(demo_now):
+    from fairshared.sources.demo import PERIOD
+    t = [demo_now]
+    small, default = DemoCluster(seed=5, clock=lambda: t[0]), DemoCluster(seed=5, clock=lambda: t[0], pending_jobs=None)
+    assert sorted(small.jobs) == sorted(default.jobs) and len(small.jobs) < 100
+    big = DemoCluster(seed=5, clock=lambda: t[0], pending_jobs=2000)
+    assert len(big.jobs) == 2000 and set(small.jobs) <= set(big.jobs)  # the small demo's jobs, topped up
+    before = set(big.jobs)
+    t[0] += PERIOD
+    assert len(big.jobs) == 2000 and 0 < len(before - set(big.jobs)) < 2000  # a churning queue
+    assert all(j.state == "PENDING" and j.user != "root" for j in big.jobs.values())
+    assert len(before - set(big.jobs)) >= 2000 // 4 - len(small.jobs)  # a quarter of the filler starts
+
+
 @pytest.mark.parametrize("mode", ["nice"])
 def test_nice_mode_through_the_runner(tmp_path, mode):
     q = Queue([Job(1, "busy", "a", "batch", priority=10, nice=7)])

@@ -129,3 +129,95 @@ def test_write_atomic_fsyncs_the_file_then_the_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", record)
     statefiles.write_atomic(tmp_path, "s.json", b"12345")
     assert synced == ["file:5", "dir"]  # the data before the rename, the rename itself after
+
+
+# -- symlinks are never followed; a full disk at start-up is one line ---------------------------------
+
+def one_line_exit_2(res, *needles):
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def run_once(cfg, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run(fairshared_argv() + ["run", "--demo", "--once", "--config", str(cfg), *extra],
+                          capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+
+
+def test_a_symlinked_state_directory_is_refused_not_followed(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "state"
+    link.symlink_to(real)
+    with pytest.raises(InputError, match=r"state directory .*/state: is a symbolic link .*refusing to"):
+        statefiles.check_directory(link)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        statefiles.check_directory(dangling)
+    assert not (tmp_path / "nowhere").exists()  # not created through the link either
+    res = run_once(write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{link}"\n'))
+    one_line_exit_2(res, f"state directory {link}: is a symbolic link")
+    assert list(real.iterdir()) == []  # nothing written where the link points
+
+
+def test_a_symlinked_audit_log_is_refused_at_start_and_never_written_through(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    log = tmp_path / "audit.jsonl"
+    log.symlink_to(victim)
+    cfg = write_config(tmp_path / "fs.toml",
+                       f'[state]\ndirectory = "{tmp_path}/state"\naudit_log = "{log}"\n')
+    one_line_exit_2(run_once(cfg), f"state.audit_log {log}: is a symbolic link")
+    assert victim.read_text() == "keep\n"
+    # a link planted after the start: the append fails (logged), the target is untouched
+    from test_runner_audit import runner as audited_runner
+
+    r = audited_runner(Queue(jobs()), tmp_path, state={"audit_log": str(log)})
+    assert r.cycle().outcome == "success"
+    assert victim.read_text() == "keep\n" and log.is_symlink()
+
+
+def test_a_full_disk_at_start_up_is_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from fairshared import cli
+    from fairshared.daemon import service
+
+    def full(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    monkeypatch.setattr(service, "configure", lambda *a, **kw: None)  # leave this process's logging alone
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
+    assert cli.main(["run", "--demo", "--once", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [(f"fairshared: error: state directory lock {tmp_path}/state/fairshared.lock: "
+                    f"cannot write: No space left on device")]
+
+
+def test_a_pid_file_that_cannot_be_written_is_one_line(tmp_path):
+    # /dev/full: opens and locks like a file, but takes no write (and no truncate)
+    cfg = write_config(tmp_path / "fs.toml",
+                       f'[state]\ndirectory = "{tmp_path}/state"\npid_file = "/dev/full"\n')
+    res = subprocess.run(fairshared_argv() + ["run", "--demo", "--config", str(cfg),
+                                              "--listen", "127.0.0.1:0"],
+                         capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    one_line_exit_2(res, "pid file /dev/full: cannot write:")
+
+
+def test_a_reload_to_a_symlinked_audit_log_is_rejected(tmp_path):
+    from fairshared.daemon.config import load_config
+    from fairshared.daemon.service import Service
+
+    good, link = tmp_path / "audit.jsonl", tmp_path / "link.jsonl"
+    link.symlink_to(tmp_path / "victim")
+    cfg = write_config(tmp_path / "fs.toml",
+                       f'[state]\ndirectory = "{tmp_path}/state"\naudit_log = "{good}"\n')
+    svc = Service(load_config(cfg), str(cfg), demo=True)
+    cfg.write_text(f'[state]\ndirectory = "{tmp_path}/state"\naudit_log = "{link}"\n')
+    svc.reload()
+    assert svc.config.state.audit_log == str(good)  # rejected: the running configuration is kept
+    assert not (tmp_path / "victim").exists()

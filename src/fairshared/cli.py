@@ -106,18 +106,18 @@ def recompute_token(args: argparse.Namespace, cfg) -> str | None:
 def cmd_recompute(args: argparse.Namespace) -> int:
     import json
     import os
-    import signal as _signal
     import time
     import urllib.error
     import urllib.request
 
     from .daemon.config import load_config
+    from .daemon.pidfile import signal_daemon
     from .daemon.service import pid_file, state_dir
 
     cfg = load_config(args.config)
     if args.signal:
         pf = pid_file(cfg)
-        if pf is None or not pf.exists():
+        if pf is None or not os.path.lexists(pf):
             raise InputError("no pid file (set state.pid_file, or run under systemd with RuntimeDirectory=)",
                              str(pf) if pf else None)
         status_file = state_dir(cfg) / "last-cycle.json"
@@ -129,10 +129,7 @@ def cmd_recompute(args: argparse.Namespace) -> int:
                 return 0
 
         before = number()
-        try:
-            os.kill(int(pf.read_text().strip()), _signal.SIGUSR1)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot signal the daemon: {exc}", str(pf)) from None
+        signal_daemon(pf)  # only a fairshared process, named by a pid file nobody else could plant
         deadline = time.monotonic() + args.timeout
         while number() <= before:
             if time.monotonic() > deadline:
@@ -147,12 +144,17 @@ def cmd_recompute(args: argparse.Namespace) -> int:
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=args.timeout) as resp:
+            with _no_redirects_opener().open(req, timeout=args.timeout) as resp:
                 status = json.loads(resp.read())
                 if resp.status == 202:  # merged into the pending cycle; too many callers wait already
                     print(json.dumps(status, indent=1))
                     return 0
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                print(f"fairshared: error: {url}: HTTP {exc.code} redirects to "
+                      f"{exc.headers.get('Location', '(no Location)')!r}: not followed (the token would go "
+                      f"along); give the daemon's own address with --url", file=sys.stderr)
+                return 1
             print(f"fairshared: error: {url}: HTTP {exc.code} {exc.read().decode(errors='replace').strip()}",
                   file=sys.stderr)
             return 1
@@ -165,6 +167,19 @@ def cmd_recompute(args: argparse.Namespace) -> int:
     return 0 if status.get("outcome") == "success" else 1
 
 
+
+
+def _no_redirects_opener():
+    """An opener that follows no redirect: urllib would resend the request's headers,
+    ``Authorization`` included, to wherever ``Location`` says; ``recompute`` talks to the daemon
+    only, so a 3xx surfaces as an HTTPError."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            return None
+
+    return urllib.request.build_opener(RefuseRedirects())
 
 
 def _levels(text: str) -> int:
@@ -243,8 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
         "recompute",
         help="ask the running daemon for a cycle now and print its result",
         description="Ask the running daemon to run a cycle now and wait for its result: over HTTP "
-        "(POST /-/recompute on the daemon's listen address) or, with --signal, by sending SIGUSR1 to "
-        "the pid in the daemon's pid file and waiting for its status file.",
+        "(POST /-/recompute on the daemon's listen address; a redirect is refused, never followed with "
+        "the token) or, with --signal, by sending SIGUSR1 to the pid in the daemon's pid file and waiting "
+        "for its status file. The pid file must be a regular file owned by you, root or the daemon's user, "
+        "writable by no one else, and name a fairshared process; otherwise nothing is signalled (exit 2).",
     )
     q.add_argument("--config", metavar="FILE", help="the daemon's TOML configuration (for its address and token)")
     q.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")

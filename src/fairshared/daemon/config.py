@@ -11,6 +11,8 @@ See deploy/fairshared.toml for a commented example.
 from __future__ import annotations
 
 import ipaddress
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -22,6 +24,7 @@ from ..model import InputError
 
 DEFAULT_PORT = 9817
 DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
+MAX_TOKEN_FILE_BYTES = 64 * 1024  # the first line is the token: a bigger file is not a token file
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -68,6 +71,10 @@ class SourceConfig(_Strict):
     """Seconds each Slurm command (or pyslurm call) may take."""
     bin_dir: str | None = None
     """Directory holding sshare, scontrol, sacctmgr, squeue (default: $PATH)."""
+    demo_jobs: int | None = Field(None, ge=0, le=1_000_000)
+    """The demo source (kind = "demo" or --demo) only: keep this many pending jobs in the simulated
+    queue, a quarter of them replaced every period (a big cluster's queue, for benchmarks); default:
+    the small demo's own dozen."""
 
 
 class UsageConfig(_Strict):
@@ -127,15 +134,23 @@ class HttpConfig(_Strict):
     up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
     allow_unauthenticated: bool = False
     """A listen address that is not loopback needs a token unless this is true."""
-    token_for_reads: bool = False
-    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open)."""
-    max_connections: int = Field(64, ge=1, le=10000)
+    token_for_reads: bool | Literal["auto"] = "auto"
+    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
+    auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
+    go to the network unasked), no on loopback; true / false: always / never."""
+    max_connections: int = Field(512, ge=1, le=10000)
     """Open connections at most; past it new ones wait in the listen backlog (never more than half
-    the process's file-descriptor limit, so a cycle always has descriptors left)."""
+    the process's file-descriptor limit, so a cycle always has descriptors left).  An open
+    connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
+    hundred slow connections do not hold the probes and scrapes in the backlog."""
     backlog: int = Field(128, ge=1, le=65535)
     """The listen backlog."""
     timeout: int = Field(10, ge=1, le=3600)
     """Seconds a connection may be idle (nothing received, no request in progress) before it is closed."""
+    request_timeout: float = Field(5.0, gt=0, le=600)
+    """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
+    body) from its first byte; a connection still sending after that is closed, however steadily
+    it trickles (slowloris).  Checked every second; a reload changes it at once."""
     recompute_wait: float = Field(300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
     max_waiting: int = Field(2, ge=0, le=64)
@@ -339,18 +354,29 @@ __all__ = [
     "is_loopback",
     "load_config",
     "parse_listen",
+    "reads_need_token",
     "resolve_token",
     "restart_only",
     "with_overrides",
 ]
 
 
+def reads_need_token(http: HttpConfig, token: str | None) -> bool:
+    """Whether GET /metrics and /-/status need the token: ``http.token_for_reads``, with ``auto``
+    meaning "when the listener is not loopback"; never without a token."""
+    if not token:
+        return False
+    if http.token_for_reads == "auto":
+        return not is_loopback(parse_listen(http.listen)[0])
+    return bool(http.token_for_reads)
+
+
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     """The bearer token: ``http.token``, or the first line of ``http.token_file`` (a bare file name is
     looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
     the credential ``http-token`` when systemd passed one.  An empty or
-    unreadable file is an InputError naming it: the daemon never runs open by accident."""
-    import os
+    unreadable file is an InputError naming it: the daemon never runs open by accident.  So is a file
+    others may read or write (mode o+r, o+w or g+w; group-readable is fine: a shared admin group)."""
 
     env = os.environ if env is None else env
     if http.token is not None:
@@ -364,11 +390,18 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     path = Path(http.token_file)
     if "/" not in http.token_file and creds:
         path = Path(creds) / http.token_file
+    where = f"http.token_file {path}"
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
+            if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
+                # refused even when the token is right: every local user may have read (or set) it
+                raise InputError(f"mode {mode:04o} lets other users read or change the token: "
+                                 f"chmod 0600 it (and choose a new token)", where)
+            text = fh.read(MAX_TOKEN_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}",
-                         f"http.token_file {path}") from None
+        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}", where) from None
     lines = text.splitlines()
     token = lines[0].strip() if lines else ""
     if not token:

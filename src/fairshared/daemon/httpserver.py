@@ -8,6 +8,10 @@
   backlog; it is capped at half the process's descriptor limit, so cycles always have some;
 * ``channel_timeout``: a connection with nothing received and no request in progress for that
   long is closed (idle keep-alives and half-sent requests alike);
+* ``request_timeout`` (httplimits.py): a request not received whole that long after its first
+  byte is closed however steadily it trickles (slowloris), checked every second;
+* waitress's per-request warnings under load (a queue for the workers, the connection limit) are
+  one summary line a minute (httplimits.Pressure);
 * no endpoint takes a body: any ``Content-Length`` > 0 is answered 413 before the body is read,
   a malformed one (``-1``, ``abc``) 400, and the connection is closed after either;
 * headers are capped at 8 KiB.
@@ -24,6 +28,7 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
+from .httplimits import DeadlineChannel, Pressure, close_slow_requests
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
@@ -65,16 +70,29 @@ def connection_limit(wanted: int) -> int:
 
 class HttpServer:
     def __init__(self, app, sock: socket.socket, *, max_connections: int, timeout: int, backlog: int,
-                 threads: int):
+                 threads: int, request_timeout: float = 5.0, pressure: Pressure | None = None):
         self._map: dict = {}
         self._stop = threading.Event()
         self.socket = sock
         self.connection_limit = connection_limit(max_connections)
+        self.request_timeout = request_timeout
         self.server = waitress.create_server(
             app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
-            channel_timeout=timeout, cleanup_interval=max(1, min(timeout // 2, 30)), backlog=backlog,
+            channel_timeout=timeout, cleanup_interval=1, backlog=backlog,
             max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=1, ident="fairshared",
             asyncore_use_poll=True, expose_tracebacks=False)
+        # the request deadline: waitress's own maintenance (every cleanup_interval, in the loop's
+        # thread) closes idle connections; ours then closes the ones whose request is too slow
+        self.server.channel_class = DeadlineChannel
+        idle_check = self.server.maintenance
+        self.pressure = pressure or Pressure()
+
+        def maintenance(now):
+            idle_check(now)
+            channels = self.server.active_channels.values()
+            self.pressure.slow(close_slow_requests(channels, self.request_timeout))
+
+        self.server.maintenance = maintenance
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     @property
@@ -82,11 +100,13 @@ class HttpServer:
         return self.socket.getsockname()
 
     def start(self) -> None:
+        self.pressure.install()
         self._thread.start()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
+            self.pressure.flush()
         for d in list(self._map.values()):  # in the loop's own thread: no race with a handler
             try:
                 d.close()
@@ -102,3 +122,5 @@ class HttpServer:
             pass
         self._thread.join(timeout)
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+        self.pressure.flush(force=True)
+        self.pressure.uninstall()

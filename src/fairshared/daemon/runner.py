@@ -452,8 +452,7 @@ class Runner:
                               "contribution": a.contribution} for a in res.applied]
             line = json.dumps(rec, default=str) + "\n"
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as fh:
-                fh.write(line)
+            statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
             self.log.error("cannot write the audit log", file=str(path), error=str(exc))
 

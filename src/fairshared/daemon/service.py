@@ -35,7 +35,8 @@ from .. import __version__
 from ..model import InputError
 from ..sources.base import SourceError
 from . import sdnotify, statefiles
-from .config import DEMO_DEFAULTS, Config, for_reload, load_config, resolve_token, with_overrides
+from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
+                     with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .logs import configure, get_logger
@@ -52,7 +53,7 @@ def make_source_and_updater(config: Config, demo: bool):
     if kind == "demo":
         from ..sources.demo import DemoCluster, DemoSource, DemoUpdater
 
-        cluster = DemoCluster()
+        cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
         from ..sources.pyslurm_source import import_pyslurm
@@ -110,6 +111,8 @@ class Service:
         self.token = resolve_token(config.http)  # an unreadable or empty token file stops here
         self.state_dir = state_dir(config, demo)
         statefiles.check_directory(self.state_dir)
+        if config.state.audit_log:
+            statefiles.check_not_symlink(Path(config.state.audit_log), "state.audit_log")
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
         if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
@@ -234,6 +237,10 @@ class Service:
         finally:
             self.requests.leave_wait()
 
+    def auth(self) -> tuple[str | None, bool]:
+        """(token, whether reads need it), asked at every request: a reload takes effect at once."""
+        return self.token, reads_need_token(self.config.http, self.token)
+
     def health(self) -> tuple[bool, str]:
         n, limit = self.runner.failures, self.config.http.unhealthy_after
         return (True, "ok\n") if n < limit else (False, f"unhealthy: {n} failed cycles in a row\n")
@@ -274,6 +281,8 @@ class Service:
                    if self.config_path else self.config)
             new, later = for_reload(self.config, new)
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
+            if new.state.audit_log:
+                statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
         except InputError as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
             sdnotify.ready(status="reload rejected: " + str(exc))
@@ -283,6 +292,8 @@ class Service:
         self.config = new
         self.token = token
         self.metrics.per_job = new.metrics.per_job
+        if self.http is not None:
+            self.http.request_timeout = new.http.request_timeout  # read at every check
         self.runner.reconfigure(new)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
@@ -320,11 +331,12 @@ class Service:
             except Exception:
                 sock.close()
                 raise
-        app = make_app(Endpoints(render_metrics=self.metrics.negotiate, status=self.runner.status,
+        app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
-                                 auth=lambda: (self.token, self.config.http.token_for_reads)))
+                                 auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
-                               backlog=hc.backlog, threads=hc.max_waiting + 2)
+                               request_timeout=hc.request_timeout, backlog=hc.backlog,
+                               threads=hc.max_waiting + 2)
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
@@ -407,7 +419,10 @@ def run(config_path: str | None, *, demo=False, once=False, dry_run=None, period
     overrides = command_line_overrides(dry_run, period, listen)
     config = with_overrides(load_config(config_path, DEMO_DEFAULTS if demo else None), overrides)
     configure(config.logging.format, config.logging.level)
-    svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
+    try:
+        svc = Service(config, config_path, demo=demo, once=once, overrides=overrides)
+    except OSError as exc:  # whatever start-up writes that is not named above: still one line, exit 2
+        raise InputError(f"cannot start: {exc.strerror or exc}", exc.filename) from None
     code = svc.run()
     if svc.abandoned:
         # the abandoned cycle's worker thread would hold the interpreter at exit

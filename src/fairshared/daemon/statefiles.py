@@ -1,7 +1,10 @@
 """The daemon's own files in its state directory: written safely, read with suspicion.
 
-* :func:`check_directory` — the directory exists (created 0700), is ours and not writable
-  by anyone else; otherwise one line naming it (a file there could be swapped under us).
+* :func:`check_directory` — the directory exists (created 0700), is not a symbolic link, is
+  ours and not writable by anyone else; otherwise one line naming it (a file there could be
+  swapped under us).
+* :func:`check_not_symlink`, :func:`append_line` — the audit log is refused when it is a
+  symbolic link, and appended to with O_NOFOLLOW (a link planted later fails the write).
 * :func:`write_atomic` — ``mkstemp`` in the directory (O_EXCL: never follows a planted
   symlink), write, fsync, ``rename`` over the name (replaces a symlink, never writes through
   it), fsync the directory so the rename survives a crash.
@@ -10,7 +13,8 @@
 * :func:`set_aside` — an untrusted file is renamed ``NAME.bad-<unix time>`` (kept for a
   post-mortem), never deleted and never fatal.
 * :func:`lock` — an exclusive ``flock`` held for the process's life: a second daemon on the
-  same directory or pid file stops with one line.
+  same directory or pid file stops with one line, and so does a pid that cannot be written
+  (a full disk: ``cannot write: No space left on device``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 
 from ..model import InputError
 
-__all__ = ["Untrusted", "check_directory", "lock", "read_json", "set_aside", "write_atomic"]
+__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "lock", "read_json",
+           "set_aside", "write_atomic"]
 
 MAX_STATE_BYTES = 256 * 1024 * 1024
 
@@ -38,13 +43,16 @@ def check_directory(d: Path) -> None:
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
-        pass  # a file by that name: refused just below
+        pass  # a file (or a dangling symlink) by that name: refused just below
     except OSError as exc:
         raise InputError(f"cannot create: {exc.strerror or exc}", f"state directory {d}") from None
     try:
-        st = os.stat(d)
+        st = os.lstat(d)  # not stat(): a symlink is refused, never followed to wherever it points
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", f"state directory {d}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise InputError(f"is a symbolic link (to {os.readlink(d)!r}); refusing to follow it: "
+                         f"give the real directory", f"state directory {d}")
     if not stat.S_ISDIR(st.st_mode):
         raise InputError("is not a directory", f"state directory {d}")
     if st.st_uid != os.geteuid():
@@ -53,6 +61,20 @@ def check_directory(d: Path) -> None:
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise InputError(f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w it",
                          f"state directory {d}")
+
+
+def check_not_symlink(path: Path, what: str) -> None:
+    """A file the daemon will append to: refused (one line naming it) when it is a symbolic link."""
+    if os.path.islink(path):
+        raise InputError(f"is a symbolic link (to {os.readlink(path)!r}); refusing to follow it: "
+                         f"give the real file", f"{what} {path}")
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` to ``path`` (created 0600), never through a symbolic link (ELOOP instead)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(line)
 
 
 def write_atomic(d: Path, name: str, data: bytes) -> None:
@@ -132,6 +154,10 @@ def lock(path: Path, what: str) -> int:
         os.close(fd)
         raise InputError("in use by another fairshared" + (f" (pid {holder})" if holder.isdigit() else ""),
                          f"{what} {path}") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:  # a full disk (ENOSPC), a read-only or failing one: one line, not a traceback
+        os.close(fd)
+        raise InputError(f"cannot write: {exc.strerror or exc}", f"{what} {path}") from None
     return fd

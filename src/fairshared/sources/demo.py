@@ -132,7 +132,7 @@ def _uniform(seed: int, stream: int, k: np.ndarray, slot: np.ndarray) -> np.ndar
     return (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 
 
-_ACTIVE, _AMOUNT, _SUBMIT, _WAIT, _PART, _NICE = range(6)
+_ACTIVE, _AMOUNT, _SUBMIT, _WAIT, _PART, _NICE, _FILL_USER, _FILL_PART = range(8)
 _RATE = np.array([APPETITE[u][0] for _, u in USERS], dtype=float)
 _P = np.array([APPETITE[u][1] for _, u in USERS], dtype=float)
 _DECAY = float(UsagePolicy.from_config(CONFIG).period_decay())
@@ -175,11 +175,42 @@ def jobs_at(n: int, seed: int = SEED) -> list[Job]:
     return sorted(jobs, key=lambda j: j.job_id)
 
 
-def demo_inputs(t: float, seed: int = SEED) -> PriorityInputs:
+FILL_FIRST = MAX_JOB_ID + 1  # the big queue's job ids: above the small demo's, which wrap at MaxJobId
+FILL_LIFE = 4  # periods a filler job waits: a quarter of the big queue starts each period
+FILL_USERS = [i for i, (_, u) in enumerate(USERS) if u != "root"]
+
+
+def filler_jobs(n: int, count: int, seed: int = SEED) -> list[Job]:
+    """``count`` more pending jobs after period n, a big queue for benchmarks (``source.demo_jobs``).
+
+    Slot s holds one job at a time; it starts after :data:`FILL_LIFE` periods and the slot's next
+    job takes its place (slots are staggered: a quarter change each period).  A pure function of
+    (n, count, seed), like the rest of the demo."""
+    if count <= 0:
+        return []
+    slot = np.arange(count, dtype=np.int64)
+    phase = slot % FILL_LIFE
+    gen = (n + phase) // FILL_LIFE
+    who = np.asarray(FILL_USERS)[(_uniform(seed, _FILL_USER, gen, slot) * len(FILL_USERS)).astype(int)]
+    gpu = _uniform(seed, _FILL_PART, gen, slot) < 0.3
+    ids = FILL_FIRST + gen * count + slot
+    since = EPOCH + (gen * FILL_LIFE - phase) * PERIOD
+    jobs = []
+    for jid, u, g, t in zip(ids.tolist(), who.tolist(), gpu.tolist(), since.tolist()):
+        acct, user = USERS[u]
+        jobs.append(Job(job_id=jid, display_id=str(jid), user=user, account=acct, partition=PARTITIONS[g],
+                        qos="normal", priority=1000, nice=0, state="PENDING", site_factor=0,
+                        submit_time=t, eligible_time=t, accrue_time=t, cpus=CPUS[jid % len(CPUS)],
+                        min_nodes=1))
+    return jobs
+
+
+def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> PriorityInputs:
     """The demo cluster at time ``t``: tree, usage, :data:`CONFIG`, partitions, QOS and pending jobs.
 
     The one function behind ``fairshared run --demo`` (through :class:`DemoSource`) and every
     command's ``--demo``; evaluated at ``t`` (slurmctld's last calculation: the period's start).
+    ``pending_jobs`` (``source.demo_jobs``): the queue topped up to that many jobs (:func:`filler_jobs`).
     """
     n = period_at(t)
     usage = usage_at(n, seed)
@@ -188,21 +219,40 @@ def demo_inputs(t: float, seed: int = SEED) -> PriorityInputs:
               for i, (acct, user, parent, shares) in enumerate(TREE)]
     snap = Snapshot(associations=assocs, cluster="demo", source="demo", taken_at=float(t), sibling_order="lft",
                     config=dict(CONFIG))
-    return PriorityInputs(snapshot=snap, cluster=CLUSTER, jobs=jobs_at(n, seed), last_calc=period_start(n),
+    jobs = jobs_at(n, seed)
+    if pending_jobs is not None:
+        jobs += filler_jobs(n, pending_jobs - len(jobs), seed)
+    return PriorityInputs(snapshot=snap, cluster=CLUSTER, jobs=jobs, last_calc=period_start(n),
                           evaluated_at=float(t))
 
 
 class DemoCluster:
     """The demo for the daemon: :func:`demo_inputs` at the clock, plus what the daemon pushed."""
 
-    def __init__(self, seed: int = SEED, clock=None):
+    def __init__(self, seed: int = SEED, clock=None, pending_jobs: int | None = None):
         self.seed = seed
         self.clock = clock or (lambda: globals()["clock"]())  # looked up at each call: tests pin it
+        # source.demo_jobs: the queue topped up to this many jobs (a big cluster's queue, for
+        # benchmarks); None: the small demo's own jobs only
+        self.pending_jobs = pending_jobs
         self.pushed: dict[int, dict] = {}  # job id → the fields DemoUpdater set
         self.lock = threading.Lock()
+        self._period: tuple[int, PriorityInputs, frozenset] | None = None  # the last period's inputs
+
+    def _at(self, t: float) -> tuple[PriorityInputs, frozenset]:
+        """demo_inputs at t, computed once per period (a 50,000-job queue is not rebuilt per update)."""
+        n = period_at(t)
+        if self._period is None or self._period[0] != n:
+            pi = demo_inputs(t, self.seed, self.pending_jobs)
+            self._period = (n, pi, frozenset(j.job_id for j in pi.jobs))
+        pi = self._period[1]
+        return replace(pi, evaluated_at=float(t), snapshot=replace(pi.snapshot, taken_at=float(t))), self._period[2]
+
+    def pending(self, job_id: int) -> bool:
+        return job_id in self._at(self.clock())[1]
 
     def inputs(self) -> PriorityInputs:
-        pi = demo_inputs(self.clock(), self.seed)
+        pi, _ = self._at(self.clock())
         with self.lock:
             live = {j.job_id for j in pi.jobs}
             self.pushed = {jid: v for jid, v in self.pushed.items() if jid in live}  # started: forgotten
@@ -236,7 +286,7 @@ class DemoUpdater:
 
     def apply(self, action: PushAction) -> None:
         c = self.cluster
-        if action.job_id not in c.jobs:
+        if not c.pending(action.job_id):
             raise JobGone(f"job {action.job_id} is no longer pending")
         with c.lock:
             fields = c.pushed.setdefault(action.job_id, {})

@@ -1,0 +1,293 @@
+"""The HTTP front door under attack: the demo daemon with a big queue, slowloris and stuck scrapers.
+
+Runs ``fairshared run --demo`` as a process on 127.0.0.1 with ``source.demo_jobs`` pending jobs
+(default 50,000: /metrics is then ~11 MB in each format), debug logging (one ``metrics formatted``
+line per formatting), and, after a warm-up (a cycle, a scrape in each format):
+
+1. **slowloris** — ``--slowloris`` connections (default 200) that send a request one byte every
+   ``--trickle`` seconds (default 5) and reconnect as soon as the server closes them, for
+   ``--attack`` seconds; meanwhile ``GET /-/healthy`` every 0.2 s and a scraper that alternates
+   the Prometheus text and OpenMetrics ``Accept`` headers every second.  Bound: the worst
+   ``/-/healthy`` latency < ``--max-healthy`` s (default 1).
+2. **stuck scrapers** — ``--stuck`` clients (default 24) each send ``GET /metrics`` (alternating
+   formats, a 4 KiB receive buffer) and never read the answer, held for ``--hold`` seconds
+   (default 25: a cycle publishes meanwhile, and the server's idle timeout closes them).  Bound:
+   the daemon's RSS grows by < ``--max-rss-growth`` MB (default 50) over its RSS after the
+   warm-up.
+
+It prints the figures, the formattings per format and cycle (expected: at most one per format
+per published cycle, however many scrapes), the daemon's peak RSS, threads and open descriptors
+(what systemd/fairshared.service's MemoryMax=, TasksMax= and LimitNOFILE= are sized from), PASS
+or FAIL against each bound, and one JSON line last.  Exit status 1 on any FAIL.
+
+    python benchmarks/http_load.py                      # 50k jobs, 200 slowloris, 24 stuck scrapers
+    python benchmarks/http_load.py --jobs 5000 --attack 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from soak import fairshared_argv, free_port, percentile
+
+TEXT = "text/plain;version=0.0.4"
+OPENMETRICS = "application/openmetrics-text;version=1.0.0"
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS (KiB), Threads and open descriptors of ``pid``."""
+    out = {"fds": len(os.listdir(f"/proc/{pid}/fd"))}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+class Sampler(threading.Thread):
+    """Samples the daemon's RSS, threads and descriptors every 0.2 s; keeps the peaks per phase."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.phase, self.stop = pid, "warm-up", threading.Event()
+        self.peak: dict[str, dict[str, int]] = {}
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                st = proc_status(self.pid)
+            except OSError:
+                return
+            peak = self.peak.setdefault(self.phase, {})
+            for k, v in st.items():
+                peak[k] = max(peak.get(k, 0), v)
+            time.sleep(0.2)
+
+
+def get(port: int, path: str, accept: str | None = None, timeout: float = 30) -> tuple[float, int]:
+    headers = {"Accept": accept} if accept else {}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    t0 = time.monotonic()
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        n = len(r.read())
+    return time.monotonic() - t0, n
+
+
+def slowloris(port: int, n: int, every: float, stop: threading.Event, stats: dict) -> None:
+    """``n`` connections trickling a request a byte every ``every`` s; reconnect when closed."""
+    request = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100000
+    conns: list[list] = []  # [socket, bytes sent]
+
+    def connect():
+        s = socket.socket()
+        s.settimeout(5)
+        s.connect(("127.0.0.1", port))
+        s.setblocking(False)
+        stats["opened"] += 1
+        return [s, 0]
+
+    conns = [connect() for _ in range(n)]
+    while not stop.wait(every):
+        for c in conns:
+            try:
+                closed = c[0].recv(1) == b""
+            except BlockingIOError:
+                closed = False
+            except OSError:
+                closed = True
+            if not closed:
+                try:
+                    c[0].send(request[c[1]:c[1] + 1])
+                    c[1] += 1
+                    continue
+                except OSError:
+                    pass
+            stats["closed_by_server"] += 1
+            c[0].close()
+            c[:] = connect()
+            c[0].send(request[:1])
+            c[1] = 1
+    for c in conns:
+        c[0].close()
+
+
+def probe(port: int, stop: threading.Event, latencies: list[float], errors: list[str]) -> None:
+    while not stop.wait(0.2):
+        try:
+            latencies.append(get(port, "/-/healthy", timeout=10)[0])
+        except OSError as exc:
+            errors.append(str(exc))
+            latencies.append(10.0)
+
+
+def scraper(port: int, stop: threading.Event, latencies: list[float]) -> None:
+    i = 0
+    while not stop.wait(1.0):
+        try:
+            latencies.append(get(port, "/metrics", (TEXT, OPENMETRICS)[i % 2])[0])
+        except OSError:
+            latencies.append(30.0)
+        i += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=50000, help="pending jobs in the demo queue (default 50000)")
+    ap.add_argument("--period", type=float, default=15.0, help="seconds between cycles (default 15)")
+    ap.add_argument("--slowloris", type=int, default=200, help="slowloris connections (default 200)")
+    ap.add_argument("--trickle", type=float, default=5.0, help="seconds between their bytes (default 5)")
+    ap.add_argument("--attack", type=float, default=30.0, help="seconds the slowloris lasts (default 30)")
+    ap.add_argument("--stuck", type=int, default=24, help="scrapers that never read (default 24)")
+    ap.add_argument("--hold", type=float, default=25.0, help="seconds they are held (default 25)")
+    ap.add_argument("--max-healthy", type=float, default=1.0,
+                    help="bound on /-/healthy latency, s (default 1)")
+    ap.add_argument("--max-rss-growth", type=float, default=50.0, help="bound on RSS growth, MB (default 50)")
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="fairshared-http-load-"))
+    cfg = tmp / "fairshared.toml"
+    cfg.write_text(f'[source]\ndemo_jobs = {args.jobs}\n[logging]\nformat = "json"\nlevel = "debug"\n'
+                   f'[state]\ndirectory = "{tmp}/state"\n')
+    port = free_port()
+    log_path = tmp / "daemon.log"
+    with open(log_path, "w") as log:  # the child has its own descriptor for it
+        proc = subprocess.Popen(fairshared_argv() + ["run", "--demo", "--config", str(cfg),
+                                                     "--period", str(args.period),
+                                                     "--listen", f"127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    sampler = Sampler(proc.pid)
+    results: dict = {"jobs": args.jobs}
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/status", timeout=5) as r:
+                    if json.loads(r.read())["cycle"]:
+                        break
+            except (OSError, ValueError, KeyError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the daemon did not come up:\n{log_path.read_text()[-2000:]}")
+            time.sleep(0.5)
+        sampler.start()
+        for accept in (TEXT, OPENMETRICS, TEXT, OPENMETRICS):  # warm-up: both formats formatted once
+            _, size = get(port, "/metrics", accept)
+        results["metrics_bytes"] = size
+        time.sleep(args.period)  # a second cycle, and its formatting
+        get(port, "/metrics", TEXT)
+        get(port, "/metrics", OPENMETRICS)
+        base = proc_status(proc.pid)
+        results["rss_after_warmup_mb"] = round(base["VmRSS"] / 1024, 1)
+
+        # 1. slowloris, with probes and a normal scraper
+        sampler.phase = "slowloris"
+        stop = threading.Event()
+        healthy: list[float] = []
+        scrapes: list[float] = []
+        errors: list[str] = []
+        loris = {"opened": 0, "closed_by_server": 0}
+        threads = [threading.Thread(target=slowloris, args=(port, args.slowloris, args.trickle, stop, loris)),
+                   threading.Thread(target=probe, args=(port, stop, healthy, errors)),
+                   threading.Thread(target=scraper, args=(port, stop, scrapes))]
+        for t in threads:
+            t.start()
+        time.sleep(args.attack)
+        stop.set()
+        for t in threads:
+            t.join(60)
+        results.update(healthy_probes=len(healthy), healthy_max_s=round(max(healthy), 3),
+                       healthy_p50_s=round(percentile(healthy, 50), 3), healthy_errors=len(errors),
+                       scrapes_during_attack=len(scrapes), scrape_max_s=round(max(scrapes), 2),
+                       slowloris_connections_opened=loris["opened"],
+                       slowloris_closed_by_server=loris["closed_by_server"])
+
+        # 2. scrapers that never read
+        sampler.phase = "stuck scrapers"
+        stuck = []
+        rss = [proc_status(proc.pid)["VmRSS"]]
+        for i in range(args.stuck):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            accept = (TEXT, OPENMETRICS)[i % 2]
+            s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\n\r\n".encode())
+            stuck.append(s)
+        end = time.monotonic() + args.hold
+        while time.monotonic() < end:
+            rss.append(proc_status(proc.pid)["VmRSS"])
+            time.sleep(0.25)
+        healthy_after = get(port, "/-/healthy")[0]
+        for s in stuck:
+            s.close()
+        results.update(stuck_scrapers=args.stuck, rss_growth_mb=round((max(rss) - base["VmRSS"]) / 1024, 1),
+                       healthy_after_stuck_s=round(healthy_after, 3))
+    finally:
+        sampler.stop.set()
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(60)
+
+    events = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    cycles = [e for e in events if e.get("event") == "cycle"]
+    formatted = [e for e in events if e.get("event") == "metrics formatted"]
+    by_type: dict[str, int] = {}
+    for e in formatted:
+        by_type[e["content_type"]] = by_type.get(e["content_type"], 0) + 1
+    pressure = [e for e in events if e.get("event") == "http under pressure"]
+    peak = {k: max(p.get(k, 0) for p in sampler.peak.values()) for k in ("VmRSS", "Threads", "fds")}
+    results.update(cycles=len(cycles), formattings=len(formatted), formattings_by_type=by_type,
+                   format_seconds_max=max((e["seconds"] for e in formatted), default=0),
+                   pressure_log_lines=len(pressure), log_lines=len(events),
+                   peak_rss_mb=round(peak["VmRSS"] / 1024, 1), peak_threads=peak["Threads"],
+                   peak_fds=peak["fds"],
+                   peaks_by_phase={ph: {"rss_mb": round(p.get("VmRSS", 0) / 1024, 1),
+                                        "threads": p.get("Threads"), "fds": p.get("fds")}
+                                   for ph, p in sampler.peak.items()})
+
+    ok_healthy = results["healthy_max_s"] < args.max_healthy and not results["healthy_errors"]
+    ok_rss = results["rss_growth_mb"] < args.max_rss_growth
+    ok_render = all(n <= len(cycles) for n in by_type.values())  # at most one per format per cycle
+    print(f"demo daemon, {args.jobs} pending jobs, /metrics {results['metrics_bytes'] / 1e6:.1f} MB, "
+          f"{len(cycles)} cycles {args.period:g} s apart, "
+          f"RSS after warm-up {results['rss_after_warmup_mb']} MB")
+    print(f"slowloris: {args.slowloris} connections, a byte every {args.trickle:g} s, {args.attack:g} s "
+          f"({loris['opened']} opened, {loris['closed_by_server']} closed by the server at the request "
+          f"deadline)")
+    print(f"  /-/healthy: {len(healthy)} probes, max {results['healthy_max_s']} s, "
+          f"p50 {results['healthy_p50_s']} s, "
+          f"{len(errors)} errors  (bound < {args.max_healthy:g} s)  {'PASS' if ok_healthy else 'FAIL'}")
+    print(f"  /metrics alongside: {len(scrapes)} scrapes, max {results['scrape_max_s']} s")
+    print(f"stuck scrapers: {args.stuck} that send GET /metrics and never read, {args.hold:g} s")
+    print(f"  RSS growth: {results['rss_growth_mb']} MB  (bound < {args.max_rss_growth:g} MB)  "
+          f"{'PASS' if ok_rss else 'FAIL'};  /-/healthy meanwhile {results['healthy_after_stuck_s']} s")
+    kinds = ", ".join(f"{k.split(';')[0]} {v}" for k, v in sorted(by_type.items()))
+    print(f"formattings of /metrics: {len(formatted)} in {len(cycles)} cycles ({kinds}; slowest "
+          f"{results['format_seconds_max']} s); at most one per format per cycle  "
+          f"{'PASS' if ok_render else 'FAIL'}")
+    print(f"log: {len(events)} lines, {len(pressure)} 'http under pressure' summaries")
+    print(f"daemon peaks: RSS {results['peak_rss_mb']} MB, {peak['Threads']} threads, "
+          f"{peak['fds']} open descriptors")
+    ok = ok_healthy and ok_rss and ok_render
+    if ok:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        print(f"the daemon's log: {log_path}")
+    print("PASS" if ok else "FAIL")
+    print(json.dumps(results))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""What waitress lacks for a front door under attack, added to it from outside (httpserver.py).
+
+* **A deadline for the whole request.**  waitress's ``channel_timeout`` closes a connection only
+  after that long with *nothing* received: one byte every few seconds (slowloris) keeps a
+  connection, and a slot under ``connection_limit``, forever.  :class:`DeadlineChannel` notes when
+  a request's first byte arrived; :func:`close_slow_requests`, run from waitress's own once-a-second
+  maintenance, closes every connection whose request is not complete ``request_timeout`` seconds
+  after that, however steadily it trickles.  A request that arrived whole is never cut off here.
+* **One log line for a flood, not one per request.**  waitress logs ``Task queue depth is N``
+  for every request that waits for a worker (15,038 lines in 5 s in the issue's attack), and a
+  warning each time the connection limit is reached.  :class:`Pressure` is a logging filter on
+  those records: it counts them and drops them, and :meth:`Pressure.flush` (called by the server
+  thread every second) logs one summary line per ``interval`` (60 s) that saw any: how often
+  requests waited, the deepest queue, the slow requests closed, the times the limit was reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from waitress.channel import HTTPChannel
+
+from .logs import get_logger
+
+__all__ = ["DeadlineChannel", "Pressure", "close_slow_requests"]
+
+QUEUE_MESSAGE = "Task queue depth is %d"  # waitress/task.py, logger waitress.queue
+LIMIT_MESSAGES = ("total open connections reached the connection limit",  # waitress/server.py
+                  "total open connections dropped below the connection limit")
+
+
+class DeadlineChannel(HTTPChannel):
+    """A waitress channel that knows since when its current request has been arriving."""
+
+    request_started: float | None = None  # time.monotonic() of the first byte of the incomplete request
+
+    def received(self, data):
+        before = self.request
+        try:
+            return super().received(data)
+        finally:
+            if self.request is None:  # nothing half-received: complete requests are the workers' now
+                self.request_started = None
+            elif self.request is not before or self.request_started is None:  # a new request began
+                self.request_started = time.monotonic()
+
+
+def close_slow_requests(channels: Iterable, request_timeout: float, now: float | None = None) -> int:
+    """Mark for closing every channel whose incomplete request began over ``request_timeout`` s ago
+    (and that has no complete request in service, whose answer it would cut); how many."""
+    now = time.monotonic() if now is None else now
+    closed = 0
+    for ch in list(channels):
+        started = getattr(ch, "request_started", None)
+        if started is not None and now - started > request_timeout and not ch.requests and not ch.will_close:
+            ch.will_close = True  # waitress closes it at the next turn of its loop
+            closed += 1
+    return closed
+
+
+class Pressure(logging.Filter):
+    """Counts (and drops) waitress's per-request pressure warnings; logs a summary per interval."""
+
+    def __init__(self, interval: float = 60.0, clock: Callable[[], float] = time.monotonic,
+                 log: Callable[..., object] | None = None):
+        super().__init__()
+        self.interval = interval
+        self._clock = clock
+        self._log = log or get_logger().warning
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.queued = 0
+        self.max_depth = 0
+        self.slow_closed = 0
+        self.limit_reached = 0
+        self._since: float | None = None
+
+    def _note(self) -> None:
+        if self._since is None:
+            self._since = self._clock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == QUEUE_MESSAGE:
+            depth = record.args[0] if isinstance(record.args, tuple) and record.args else 0
+            with self._lock:
+                self._note()
+                self.queued += 1
+                self.max_depth = max(self.max_depth, int(depth))
+            return False
+        if isinstance(record.msg, str) and record.msg.startswith(LIMIT_MESSAGES):
+            with self._lock:
+                self._note()
+                self.limit_reached += record.msg.startswith(LIMIT_MESSAGES[0])
+            return False
+        return True
+
+    def slow(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self._note()
+                self.slow_closed += n
+
+    def flush(self, force: bool = False) -> bool:
+        """Log the summary of a window once it is ``interval`` old (or at once with ``force``); a
+        window opens at the first warning after a quiet spell.  Whether a line was logged."""
+        now = self._clock()
+        with self._lock:
+            if self._since is None or (now - self._since < self.interval and not force):
+                return False
+            fields = {"queued": self.queued, "max_queue_depth": self.max_depth,
+                      "slow_requests_closed": self.slow_closed,
+                      "connection_limit_reached": self.limit_reached, "seconds": round(now - self._since, 1)}
+            self._reset()
+        self._log("http under pressure", **fields)
+        return True
+
+    def install(self) -> None:
+        logging.getLogger("waitress.queue").addFilter(self)
+        logging.getLogger("waitress").addFilter(self)
+
+    def uninstall(self) -> None:
+        logging.getLogger("waitress.queue").removeFilter(self)
+        logging.getLogger("waitress").removeFilter(self)

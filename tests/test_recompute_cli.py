@@ -1,0 +1,176 @@
+"""`fairshared recompute`: it signals only a fairshared process named by a pid file nobody else could
+have planted, and never follows a redirect with the token."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from daemon_proc import Daemon, fairshared_argv, write_config
+
+
+def recompute(*args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(fairshared_argv() + ["recompute", *args], capture_output=True, text=True,
+                          timeout=60, check=False, stdin=subprocess.DEVNULL, env=env)
+
+
+def config_with_pid_file(tmp_path, pid_file) -> str:
+    return str(write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n'
+                                                  f'pid_file = "{pid_file}"\n'))
+
+
+def test_signal_reaches_the_daemon_of_its_own_pid_file(tmp_path):
+    cfg = config_with_pid_file(tmp_path, tmp_path / "run" / "fairshared.pid")
+    d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", cfg)
+    try:
+        d.wait_ready()
+        d.wait_cycle(1)
+        res = recompute("--signal", "--config", cfg, "--timeout", "30")
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["cycle"] == 2
+    finally:
+        d.stop()
+
+
+@pytest.fixture
+def bystander():
+    """A process SIGUSR1 would kill (no handler), whose command line says fairshared."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "fairshared-lookalike"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def stranger():
+    """A process SIGUSR1 would kill, that is not fairshared."""
+    proc = subprocess.Popen(["sleep", "120"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def refused(res, *needles):
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_a_pid_file_naming_another_program_is_refused(tmp_path, stranger):
+    pf = tmp_path / "fairshared.pid"
+    pf.write_text(f"{stranger.pid}\n")
+    pf.chmod(0o600)
+    res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+    refused(res, f"pid file {pf}", f"pid {stranger.pid}", "not fairshared")
+    time.sleep(0.2)
+    assert stranger.poll() is None  # not signalled
+
+
+@pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
+def test_a_pid_file_others_may_write_is_refused(tmp_path, bystander, mode):
+    pf = tmp_path / "fairshared.pid"
+    pf.write_text(f"{bystander.pid}\n")
+    pf.chmod(mode)
+    res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+    refused(res, f"pid file {pf}", f"writable by others (mode {mode:04o})")
+    time.sleep(0.2)
+    assert bystander.poll() is None
+
+
+def test_a_symlinked_pid_file_is_refused(tmp_path, bystander):
+    real = tmp_path / "real.pid"
+    real.write_text(f"{bystander.pid}\n")
+    real.chmod(0o600)
+    pf = tmp_path / "fairshared.pid"
+    pf.symlink_to(real)
+    res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+    refused(res, f"pid file {pf}", "symbolic link")
+    assert bystander.poll() is None
+
+
+def test_a_pid_file_planted_by_another_user_is_refused(tmp_path, bystander):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    pf = tmp_path / "fairshared.pid"
+    pf.write_text(f"{bystander.pid}\n")
+    pf.chmod(0o644)
+    os.chown(pf, 65534, 65534)  # nobody's file, naming root's process
+    res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+    refused(res, f"pid file {pf}", "belongs to uid 65534", "not trusted")
+    assert bystander.poll() is None
+
+
+@pytest.mark.parametrize("content", ["", "abc", "12x"])
+def test_a_pid_file_without_a_pid_is_refused(tmp_path, content):
+    pf = tmp_path / "fairshared.pid"
+    pf.write_text(content)
+    pf.chmod(0o600)
+    res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+    refused(res, f"pid file {pf}", "holds no pid")
+
+
+@pytest.mark.parametrize("content", ["0", "-1", "+1", " -5 "])
+def test_pid_0_and_negative_pids_are_never_read(tmp_path, content):
+    # in process, on the reader alone: kill(0) signals our own process group and kill(-1) every
+    # process we may signal, so this is never tried through the command on a build without the check
+    from fairshared.daemon.pidfile import _read_pid
+    from fairshared.model import InputError
+
+    pf = tmp_path / "fairshared.pid"
+    pf.write_text(content)
+    pf.chmod(0o600)
+    with pytest.raises(InputError, match="holds no pid"):
+        _read_pid(pf)
+
+
+# -- a redirect is never followed with the token ----------------------------------------------------
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request with ``self.server.answer`` and records the headers it got."""
+
+    def _any(self):
+        self.server.seen.append((self.command, self.path, dict(self.headers)))
+        code, location = self.server.answer
+        self.send_response(code)
+        if location:
+            self.send_header("Location", location)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST = _any
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(answer):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    srv.seen, srv.answer = [], answer
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_recompute_refuses_a_redirect_and_the_token_stays_home(tmp_path, code):
+    elsewhere = serve((200, None))
+    door = serve((code, f"http://127.0.0.1:{elsewhere.server_address[1]}/steal"))
+    try:
+        env = {**os.environ, "FAIRSHARED_TOKEN": "s3cret"}
+        res = recompute("--url", f"http://127.0.0.1:{door.server_address[1]}", "--timeout", "5", env=env)
+        assert res.returncode == 1, res.stderr
+        line = res.stderr.strip()
+        assert "\n" not in line and f"HTTP {code} redirects to" in line and "not followed" in line, line
+        assert [s[:2] for s in door.seen] == [("POST", "/-/recompute")]
+        assert elsewhere.seen == []  # nothing, and no token, went to the redirect's target
+    finally:
+        door.shutdown()
+        elsewhere.shutdown()
