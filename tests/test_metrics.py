@@ -496,10 +496,15 @@ def test_each_format_is_formatted_once_per_cycle_however_many_scrapes():
         assert m.render_count == len(formatted)
 
 
+OM = "application/openmetrics-text; version=1.0.0"
+
+
 def test_a_scrape_during_a_formatting_gets_the_previous_cycle_instead_of_waiting():
+    """OpenMetrics, formatted on the first scrape that asks for it (the text format is formatted at
+    publish: see the next test)."""
     m = Metrics(version="1")
     m.publish(cycle(1))
-    old = m.exposition("text/plain")[0][-1]
+    old = m.exposition(OM)[0][-1]
     m.publish(cycle(2))
     gate, started = threading.Event(), threading.Event()
     real = m._families
@@ -510,14 +515,23 @@ def test_a_scrape_during_a_formatting_gets_the_previous_cycle_instead_of_waiting
         return real(v)
 
     m._families = slow
-    t = threading.Thread(target=m.exposition, args=("text/plain",))
+    t = threading.Thread(target=m.exposition, args=(OM,))
     t.start()
     started.wait(5)
     t0 = time.monotonic()
-    assert m.exposition("text/plain")[0][-1] is old and time.monotonic() - t0 < 1
+    assert m.exposition(OM)[0][-1] is old and time.monotonic() - t0 < 1
     gate.set()
     t.join(10)
-    assert b'outcome="success"} 2.0' in m.exposition("text/plain")[0][-1]
+    assert b'outcome="success"} 2.0' in m.exposition(OM)[0][-1]
+
+
+def test_the_text_format_is_formatted_at_publish_not_by_the_next_scrape():
+    m = Metrics(version="1")
+    m.publish(cycle(1))
+    assert m.render_count == 1  # in the publishing (cycle) thread
+    m._families = None  # a scrape that formatted now would fail
+    body = m.exposition("text/plain")[0][-1]
+    assert b'outcome="success"} 1.0' in body and m.render_count == 1
 
 
 def test_made_up_format_versions_do_not_multiply_formattings():
@@ -1045,3 +1059,19 @@ def test_readme_metrics_table_names_every_series_we_export():
             documented |= {f"fairshared_{n}" for n in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
     exported = set(re.findall(r"^# TYPE (fairshared_\w+) ", _full_render(), re.M))
     assert documented == exported, (documented - exported, exported - documented)
+
+
+@pytest.mark.parametrize("which,users,accounts", [("all", True, True), ("accounts", False, True),
+                                                  ("none", False, False)])
+def test_metrics_associations_bounds_the_per_association_series(which, users, accounts):
+    m = Metrics(version="1", registry=CollectorRegistry(auto_describe=False), associations=which)
+    m.publish(cycle(1))
+    text = m.render().decode()
+    rows = re.findall(r'^fairshared_association_norm_shares\{account="(\w+)",partition="(\w*)",user="(\w*)"}',
+                      text, re.M)
+    assert any(u for _, _, u in rows) == users and any(not u for _, _, u in rows) == accounts
+    assert ("fairshared_association_fairshare{" in text) == users
+    assert ("fairshared_association_info{" in text) == (users or accounts)
+    assert 'fairshared_user_pending_jobs{account="a",user="u1"}' in text  # the queue's counts stay
+    with pytest.raises(ValueError, match="metrics.associations: 'users' is not one of all, accounts, none"):
+        Metrics(version="1", registry=CollectorRegistry(auto_describe=False), associations="users")

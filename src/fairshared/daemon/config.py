@@ -184,6 +184,10 @@ class MetricsConfig(_Strict):
     """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
     N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported.
     The priority series (fairshared_job_priority*) exist only with push.mode = "priority"."""
+    associations: Literal["all", "accounts", "none"] = "all"
+    """Which associations get the per-association series (fairshared_association_*): all; the
+    accounts only (a tree of 100,000 associations is ~95 % users: its scrape would be ~100 MB); or
+    none.  Per-user and per-account pending-job counts are always exported."""
 
 
 class ControllerConfig(_Strict):

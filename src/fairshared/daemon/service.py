@@ -123,7 +123,8 @@ class Service:
         if metrics is None:
             from ..sinks.metrics import Metrics
 
-            metrics = Metrics(version=__version__, per_job=config.metrics.per_job)
+            metrics = Metrics(version=__version__, per_job=config.metrics.per_job,
+                              associations=config.metrics.associations)
         self.metrics = metrics
         self.runner = Runner(config, source, updater, metrics, self.state_dir)
         self._set_info()
@@ -292,6 +293,7 @@ class Service:
         self.config = new
         self.token = token
         self.metrics.per_job = new.metrics.per_job
+        self.metrics.associations = new.metrics.associations
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
         self.runner.reconfigure(new)

@@ -158,7 +158,30 @@ class _View:
     push_deferred: int = 0  # planned updates left for later cycles (rate budget, standby head)
 
 
-def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
+ASSOCIATIONS = ("all", "accounts", "none")  # metrics.associations
+
+
+class _NoTree:
+    n = 0
+    is_user = np.zeros(0, dtype=bool)
+
+
+_NO_TREE = _NoTree()
+
+
+def exported_rows(tree, which: str = "all"):
+    """Which associations get per-association series: all, the accounts only (no user rows: a tree
+    of 100,000 associations is ~95 % users), or none."""
+    if which == "all":
+        return range(tree.n)
+    if which == "accounts":
+        return np.flatnonzero(~np.asarray(tree.is_user, dtype=bool)).tolist()
+    if which == "none":
+        return []
+    raise ValueError(f"metrics.associations: {which!r} is not one of {', '.join(ASSOCIATIONS)}")
+
+
+def tree_labels(tree, which: str = "all") -> tuple[tuple[str, ...], ...]:
     """(account, user, partition, parent, depth) of every association, in tree order.
 
     The first three are labelled as in the per-association series (so the two join); parent is the
@@ -166,7 +189,8 @@ def tree_labels(tree) -> tuple[tuple[str, ...], ...]:
     counts from root = 0.
     """
     depth = tree.depth
-    return tuple((*lv, tree.parent_name(i) or "", str(int(depth[i]))) for i, lv in enumerate(assoc_labels(tree)))
+    labels = assoc_labels(tree)
+    return tuple((*labels[i], tree.parent_name(i) or "", str(int(depth[i]))) for i in exported_rows(tree, which))
 
 
 def assoc_labels(tree) -> list[tuple[str, str, str]]:
@@ -174,12 +198,15 @@ def assoc_labels(tree) -> list[tuple[str, str, str]]:
     return [(tree.account[i], tree.user[i] or "", tree.partition[i] or "") for i in range(tree.n)]
 
 
-def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
-    """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only."""
+def association_samples(result, which: str = "all"
+                        ) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
+    """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only;
+    ``which``: the rows exported (:func:`exported_rows`)."""
     t = result.tree
     labels = assoc_labels(t)
-    users = np.flatnonzero(np.asarray(t.is_user, dtype=bool))
-    rated = [i for i in users if not math.isnan(float(result.fairshare[i]))]
+    rows = exported_rows(t, which)
+    is_user = np.asarray(t.is_user, dtype=bool)
+    rated = [i for i in rows if is_user[i] and not math.isnan(float(result.fairshare[i]))]
     ranks = result.user_ranks()
     columns = {
         "norm_shares": result.norm_shares,
@@ -190,7 +217,7 @@ def association_samples(result) -> tuple[tuple[str, tuple[tuple[tuple[str, ...],
     }
     out = []
     for name, col in columns.items():
-        out.append((name, tuple((labels[i], v) for i in range(t.n) if not math.isnan(v := float(col[i])))))
+        out.append((name, tuple((labels[i], v) for i in rows if not math.isnan(v := float(col[i])))))
     out.append(("fairshare", tuple((labels[i], float(result.fairshare[i])) for i in rated)))
     out.append(("rank", tuple((labels[i], float(ranks[i])) for i in rated)))
     return tuple(out)
@@ -220,6 +247,7 @@ def priority_samples(priorities, pending: set[int]):
 class Metrics:
     """The daemon's Prometheus metrics (see the module docstring for the semantics).
 
+    ``associations``: which associations get the per-association series (:func:`exported_rows`).
     ``per_job``: True = a series pair per pending job; False (or 0) = none; an integer N = at
     most N jobs, the lowest job ids (the longest waiting), the rest counted in
     ``fairshared_dropped_job_series``.  Per-user and per-account counts of pending jobs are
@@ -238,9 +266,12 @@ class Metrics:
 
     content_type: str = CONTENT_TYPE_LATEST
 
-    def __init__(self, *, version: str, per_job: bool | int = True, registry: CollectorRegistry | None = None):
+    def __init__(self, *, version: str, per_job: bool | int = True, registry: CollectorRegistry | None = None,
+                 associations: str = "all"):
         self.version = version
         self.per_job = per_job
+        exported_rows(_NO_TREE, associations)  # refuses an unknown value now, not at the first cycle
+        self.associations = associations
         self._lock = threading.Lock()  # serialises writers; readers never take it
         self._view = _View(info=self._info_labels())
         # content type -> (the view, its exposition): one entry per format, replaced per view
@@ -313,8 +344,8 @@ class Metrics:
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
-                    assoc=association_samples(cycle.result),
-                    tree=tree_labels(cycle.result.tree),
+                    assoc=association_samples(cycle.result, self.associations),
+                    tree=tree_labels(cycle.result.tree, self.associations),
                     planned_updates=len(cycle.actions),
                     snapshot_associations=cycle.result.tree.n,
                     snapshot_pending_jobs=len(pending),
@@ -330,6 +361,10 @@ class Metrics:
             changes["stage_seconds"] = tuple((s, seconds[s]) for s in order if s in seconds)
             changes["duration"] = old.duration.observe(sum(seconds.values()))
             self._view = replace(old, **changes)
+        if fresh and self._runtime is not None:
+            # format the text exposition here, in the cycle's thread, not in the first scrape after
+            # it (seconds at 100,000 associations and jobs: that scrape would wait for it)
+            self._render_view(self._view)
 
     @staticmethod
     def _jobs(old: _View, cycle: CycleResult, pending) -> tuple[PushAction, ...]:
