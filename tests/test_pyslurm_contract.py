@@ -70,9 +70,14 @@ def pyslurm(monkeypatch, backend):
 
 
 def source(usage=None, **kw):
+    from fairshared.model import Controllers
     from fairshared.sources.pyslurm_source import PyslurmSource
 
-    return PyslurmSource(usage=(lambda: dict(USAGE)) if usage is None else usage, **kw)
+    src = PyslurmSource(usage=(lambda: dict(USAGE)) if usage is None else usage, **kw)
+    # pyslurm 25.11 has no SlurmctldHost list: the source asks scontrol show config, which here would
+    # reach whatever cluster this machine runs (the double stands for pyslurm, not for scontrol)
+    src.cli.controllers = lambda: Controllers(hosts=(("c1", "127.0.0.1"),))
+    return src
 
 
 # --- the double itself reproduces the traps the adapter must handle ---------------------------------
