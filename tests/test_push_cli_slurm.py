@@ -63,8 +63,11 @@ def test_one_read_runs_each_slurm_command_once(pending):
 
 
 def test_an_array_parent_update_reaches_its_split_pending_tasks(pending):
-    """plan.by_array_parent drops a split task's SiteFactor action when its array's parent record
-    gets the same value: it relies on ``scontrol update JobId=<array id>`` updating every task."""
+    """Split pending tasks (split off by a one-task update) are shown by squeue inside their
+    array's row (squeue/print.c _combine_pending_array_tasks: same name and partition), so the
+    daemon plans for that row, the array's own id, alone; ``scontrol update JobId=<array id>``
+    must then reach every record of the array, split ones included (plan.by_array_parent relies on
+    the same).  sprio lists each record on its own: it tells."""
     from fairshared.sources.jobinfo_cli import read_jobs
     from fairshared.sources.slurm_cli import SlurmCli
 
@@ -74,15 +77,16 @@ def test_an_array_parent_update_reaches_its_split_pending_tasks(pending):
         for task in (2, 3):  # updating one task splits it off the parent record
             sc.run(["scontrol", "update", f"JobId={arr}_{task}", "SiteFactor=11"])
 
-        def rows():
-            return {j.display_id: j for j in read_jobs(SlurmCli(env=env)) if j.display_id.startswith(f"{arr}_")}
+        def records():  # sprio: one row per job record of the array, its SiteFactor
+            rows = (ln.split("|") for ln in sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout.split())
+            return {i: int(v) for i, v in rows if i.split("_")[0] == str(arr)}
 
-        before = rows()
-        assert {f"{arr}_2", f"{arr}_3"} <= set(before) and before[f"{arr}_2"].job_id != arr
-        [parent] = [d for d in before if d.startswith(f"{arr}_[")]
-        assert before[parent].job_id == arr and before[f"{arr}_2"].site_factor == 11
+        before = records()
+        assert sorted(before.values()) == [0, 11, 11], before  # the parent record and two split tasks
+        rows = [j for j in read_jobs(SlurmCli(env=env)) if j.display_id.startswith(f"{arr}_")]
+        assert [j.job_id for j in rows] == [arr], rows  # squeue: one row, the array's own id
         CliUpdater(env=env).apply(PushAction(arr, "site_factor", 321))  # the parent alone: one call
-        after = rows()
-        assert {d: j.site_factor for d, j in after.items()} == {d: 321 for d in before}
+        after = records()
+        assert after == {i: 321 for i in before}, after
     finally:
         sc.run(["scancel", str(arr)], check=False)

@@ -228,7 +228,10 @@ def by_array_parent(actions: list[PushAction], jobs: list[Job]) -> list[PushActi
     job array", 22.05 to 26.05).  So when the parent record gets SiteFactor v, a split task's own
     action to v is one RPC, one job lock and one log line too many: dropped.  Tasks planned to
     another value keep theirs (pushed after the parent's, in plan order).  SiteFactor only: it is
-    absolute and the same for every task; nice carries each task's own base.
+    absolute and the same for every task; nice carries each task's own base.  squeue shows split
+    pending tasks inside their array's row when name and partition are the same (squeue/print.c
+    ``_combine_pending_array_tasks``), so a split task has a row of its own, and this matters, only
+    when it was moved to another partition or renamed.
     """
     parent_value: dict[int, int] = {}
     for j in jobs:
