@@ -13,6 +13,7 @@ the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 from __future__ import annotations
 
 import io
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -172,12 +173,58 @@ class AssocRecord:
     order: int | str | None
 
 
-_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
+def _name_uid(value: str) -> tuple[str, int] | None:
+    r"""``name(uid)`` → (name, uid), else None: the regex ``^(.*)\((\d+)\)$`` on a word (no line
+    break), without one (``\d`` and :meth:`str.isdecimal` are the same characters)."""
+    if value.endswith(")"):
+        i = value.rfind("(")
+        if i >= 0 and value[i + 1:-1].isdecimal():
+            return value[:i], int(value[i + 1:-1])
+    return None
 
 
-def _strip_uid(value: str) -> str:
-    m = _NAME_UID.match(value)
-    return m.group(1) if m else value
+# A record: its ``ClusterName=`` line and the indented lines after it.  A line that is not indented
+# (a heading such as "QOS Records", an empty line) ends it; split on the newline before each such line.
+_RECORDS = re.compile(r"\n(?![ \t])")
+# the keys a record is read from: as slurmctld prints a record, all of them are in its first
+# _HEAD_WORDS words (ClusterName Account UserName Partition Priority ID, SharesRaw/..., UsageRaw/...,
+# ParentAccount Lft|Lineage DefAssoc)
+_ASSOC_KEYS = frozenset(("ID", "Account", "UserName", "Partition", "SharesRaw/Norm/Level/Factor",
+                         "UsageRaw/Norm/Efctv", "ParentAccount", "Lineage", "Lft"))
+_HEAD_WORDS = 11
+
+
+def _words(words: list[str]) -> dict[str, str]:
+    r"""``KEY=VALUE`` words → {KEY: VALUE}, the first occurrence of a key kept.
+
+    The key is the word up to its first ``=`` after the first character and the value the rest of
+    the word: what ``re.finditer(r"(\S+?)=(\S*)", line)`` finds, word by word (a match cannot start
+    inside a word whose first character is not followed by a ``=``, nor span whitespace, which
+    :meth:`str.split` and ``\s`` define alike).  So ``a==b`` is a → ``=b``, ``=x=y`` is ``=x`` → y,
+    ``k=`` is k → "", and ``=x`` or a word without ``=`` is nothing."""
+    # reversed: in a dict display the last occurrence wins
+    out = {k: v for k, eq, v in [w.partition("=") for w in reversed(words)] if eq}
+    if "" in out:  # a word starting with "=": its key runs to the next "=" (rare; done word by word)
+        out = {}
+        for w in words:
+            i = w.find("=", 1)
+            if i > 0 and w[:i] not in out:
+                out[w[:i]] = w[i + 1:]
+    return out
+
+
+def _record_fields(record: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` words of one record (:func:`_words`).  Only the keys of _ASSOC_KEYS are read,
+    so its first _HEAD_WORDS words are enough, unless one of those keys is missing there and the rest
+    holds ``KEY=`` somewhere (as a word whose key is KEY must): then all its words are read."""
+    words = record.split(None, _HEAD_WORDS)
+    if len(words) <= _HEAD_WORDS:
+        return _words(words)
+    rest = words.pop()
+    fields = _words(words)
+    if any(k + "=" in rest for k in _ASSOC_KEYS.difference(fields)):
+        return _words(record.split())
+    return fields
 
 
 def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
@@ -188,64 +235,66 @@ def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[A
     Fairshare=parent), the first of ``UsageRaw/Norm/Efctv`` (raw usage, printed
     to two decimals where sshare truncates to an integer), ``ParentAccount=name(id)``
     and the sibling order ``Lft=`` (22.05) or ``Lineage=`` (23.11+) when present.
+    A block is its ``ClusterName=`` line and the indented lines after it, read as
+    ``KEY=VALUE`` words (:func:`_words`; the first occurrence of a key wins).
     """
     records: list[AssocRecord] = []
-    block: dict[str, str] = {}
-    start = 0
-
-    def flush():
-        if not block:
-            return
-        w = f"{where}: record at line {start}"
-        try:
-            ident = int(block["ID"])
-        except (KeyError, ValueError):
-            raise InputError("has no numeric ID=", w) from None
-        account = block.get("Account", "")
-        if not account:
-            raise InputError("has no Account=", w)
-        user = _strip_uid(block.get("UserName", "")) or None
-        part = block.get("Partition", "") or None
-        shares_field = block.get("SharesRaw/Norm/Level/Factor")
-        usage_field = block.get("UsageRaw/Norm/Efctv")
-        if shares_field is None or usage_field is None:
-            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
-        raw_shares = shares_field.split("/")[0]
-        label = f"{w} ({account}{'/' + user if user else ''})"
-        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
-            shares: int | str = PARENT
-        else:
-            shares = check_shares(raw_shares, label)
-        usage = check_usage(usage_field.split("/")[0], label)
-        parent_id = None
-        pa = block.get("ParentAccount", "")
-        m = _NAME_UID.match(pa)
-        if m:
-            parent_id = int(m.group(2))
-        order: int | str | None = None
-        if block.get("Lineage"):
-            order = block["Lineage"]
-        elif block.get("Lft", "").isdigit():
-            order = int(block["Lft"])
-        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
-
-    in_block = False
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.startswith("ClusterName="):
-            flush()
-            block = {}
-            start = lineno
-            in_block = True
-        elif not line.startswith((" ", "\t")):
-            flush()  # a heading ("Association Records", "QOS Records", ...) ends the block
-            block = {}
-            in_block = False
-            continue
-        if in_block:
-            for m in re.finditer(r"(\S+?)=(\S*)", line):
-                block.setdefault(m.group(1), m.group(2))
-    flush()
+    lineno = 1
+    for record in _RECORDS.split(text):
+        if record.startswith("ClusterName="):
+            records.append(_assoc_record(_record_fields(record), where, lineno))
+        lineno += record.count("\n") + 1
     return records
+
+
+def _assoc_record(block: dict[str, str], where: str, start: int) -> AssocRecord:
+    def at() -> str:  # only for an error
+        return f"{where}: record at line {start}"
+
+    def label() -> str:
+        return f"{at()} ({account}{'/' + user if user else ''})"
+
+    try:
+        ident = int(block["ID"])
+    except (KeyError, ValueError):
+        raise InputError("has no numeric ID=", at()) from None
+    account = block.get("Account", "")
+    if not account:
+        raise InputError("has no Account=", at())
+    user_uid = _name_uid(block.get("UserName", ""))
+    user = (user_uid[0] if user_uid else block.get("UserName", "")) or None
+    part = block.get("Partition", "") or None
+    shares_field = block.get("SharesRaw/Norm/Level/Factor")
+    usage_field = block.get("UsageRaw/Norm/Efctv")
+    if shares_field is None or usage_field is None:
+        raise InputError("lacks SharesRaw/... or UsageRaw/...", at())
+    raw_shares = shares_field.partition("/")[0]
+    shares: int | str
+    if raw_shares.lower() == "parent" or raw_shares == "2147483647":
+        shares = PARENT
+    else:
+        try:  # what check_shares accepts, without building its label
+            shares = int(raw_shares)
+            valid = 0 <= shares < 0x7FFFFFFF
+        except ValueError:
+            valid = False
+        if not valid:
+            shares = check_shares(raw_shares, label())
+    raw_usage = usage_field.partition("/")[0]
+    try:  # likewise for check_usage
+        usage = float(raw_usage)
+        valid = 0.0 <= usage < math.inf
+    except ValueError:
+        valid = False
+    if not valid:
+        usage = check_usage(raw_usage, label())
+    parent = _name_uid(block.get("ParentAccount", ""))
+    order: int | str | None = None
+    if block.get("Lineage"):
+        order = block["Lineage"]
+    elif block.get("Lft", "").isdigit():
+        order = int(block["Lft"])
+    return AssocRecord(ident, account, user, part, parent[1] if parent else None, shares, usage, order)
 
 
 # --- sacctmgr show assoc -P ------------------------------------------------------------------
