@@ -47,13 +47,16 @@ from fairshared.model import (  # noqa: E402
     check_shares,
     check_usage,
 )
+from fairshared.priority import NICE_OFFSET  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
 from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
 from fairshared.sources.slurm_text import (  # noqa: E402
     SEP,
+    SPRIO_FIELDS,
     SPRIO_FORMAT,
     SQUEUE_FIELDS,
     AssocRecord,
+    SprioFacts,
     _epoch,
     _time_limit,
     parse_assoc_mgr,
@@ -189,6 +192,49 @@ def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None
     return jobs
 
 
+def old_parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None = None,
+                          skipped: list[str] | None = None) -> dict[int, SprioFacts]:
+    """slurm_text.parse_sprio_facts before: setdefault per row, a SprioFacts per job."""
+    rows: dict[int, list[list[str]]] = {}
+    unreadable: dict[int, str] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(SEP)]
+        try:
+            job_id = int(parts[0])
+        except ValueError:
+            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
+        if len(parts) != len(SPRIO_FIELDS):
+            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
+                                  f"expected {len(SPRIO_FIELDS)}")
+            continue
+        rows.setdefault(job_id, []).append(parts)
+    out: dict[int, SprioFacts] = {}
+    for job_id, rs in rows.items():
+        if job_id in unreadable:
+            continue
+        try:
+            site = int(rs[0][2])
+            nice = int(rs[0][3])
+            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
+        except ValueError:
+            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
+            continue
+        if len(rs) > 1:
+            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
+        else:
+            direct = zero and site == 0 and nice == 0
+        out[job_id] = SprioFacts(0 if direct else site, direct)
+    if unreadable:
+        if bad_jobs is None:
+            raise InputError(next(iter(unreadable.values())))
+        bad_jobs.update(unreadable)
+        if skipped is not None:
+            skipped.extend(unreadable.values())
+    return out
+
+
 def old_read_jobs(cmds, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
     """jobinfo_cli.read_jobs before: squeue's jobs, then a dataclasses.replace per job for sprio's facts."""
     from fairshared.sources.slurm_text import SQUEUE_ENV
@@ -198,8 +244,8 @@ def old_read_jobs(cmds, *, running: bool = False, skipped: list[str] | None = No
     if not jobs:
         return jobs
     bad: set[int] = set()
-    facts = parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
-                              bad_jobs=bad if skipped is not None else None, skipped=skipped)
+    facts = old_parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
+                                  bad_jobs=bad if skipped is not None else None, skipped=skipped)
     out = []
     for j in jobs:
         if j.job_id in bad:
@@ -627,7 +673,8 @@ def main() -> int:
         what = f"{n:,} jobs"
         rep.row("parse_squeue", what, lambda: parse_squeue(squeue), lambda: old_parse_squeue(squeue),
                 lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
-        rep.row("parse_sprio_facts", what, lambda: parse_sprio_facts(sprio))
+        rep.row("parse_sprio_facts", what, lambda: parse_sprio_facts(sprio),
+                lambda: old_parse_sprio_facts(sprio), lambda a, b: a == b)
         rep.row("read_jobs (squeue + sprio)", what, lambda: read_jobs(cmds, skipped=[]),
                 lambda: old_read_jobs(cmds, skipped=[]),
                 lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])

@@ -8,12 +8,31 @@ results, or the error messages, must be equal.  Deterministic like tests/test_fu
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairshared.model import PARENT, InputError, check_shares, check_usage
-from fairshared.sources.slurm_text import AssocRecord, parse_assoc_mgr
+from fairshared.model import PARENT, InputError, Job, check_shares, check_usage
+from fairshared.priority import NICE_OFFSET
+from fairshared.sources.jobinfo_cli import read_jobs
+from fairshared.sources.slurm_text import (
+    SEP,
+    SPRIO_FIELDS,
+    SPRIO_FORMAT,
+    SQUEUE_ENV,
+    SQUEUE_FIELDS,
+    AssocRecord,
+    SprioFacts,
+    _epoch,
+    _time_limit,
+    parse_assoc_mgr,
+    parse_sprio_facts,
+    parse_squeue,
+    parse_tres,
+    skip_or_raise,
+    squeue_argv,
+)
 
 EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
@@ -174,7 +193,8 @@ def test_assoc_mgr_odd_words_by_hand():
         "    UsageRaw/Norm/Efctv=3.5/0/0 =Lft=9 k=",  # "=Lft" is a key of its own
         # Lft or Lineage past the words slurmctld prints before them
         "    UsageRaw/Norm/Efctv=3.5/0/0\n    GrpJobs=N(0) A=1 B=2 C=3 D=4 E=5 F=6\n    X=1\n    Lft=12",
-        "    UsageRaw/Norm/Efctv=3.5/0/0\n    GrpJobs=N(0) A=1 B=2 C=3 D=4 E=5 F=6\n    GrpLft=12 Lineage=/a/",
+        "    UsageRaw/Norm/Efctv=3.5/0/0\n    GrpJobs=N(0) A=1 B=2 C=3 D=4 E=5 F=6\n"
+        "    GrpLft=12 Lineage=/a/",
         "    UsageRaw/Norm/Efctv=3.5/0/0\x1cLft=4\u2028Lineage=/x/",  # separators only str.isspace knows
         "    UsageRaw/Norm/Efctv=3.5/0/0 ID=2 UsageRaw/Norm/Efctv=9/0/0",  # first occurrence wins
     ]
@@ -183,3 +203,260 @@ def test_assoc_mgr_odd_words_by_hand():
                    (1, "u", 3.5, "/x/"), (1, "u", 3.5, None)]
     for c in cases:
         assert parse_assoc_mgr(head + c) == regex_parse_assoc_mgr(head + c)
+
+
+# --- squeue, sprio and the jobs read from them -----------------------------------------------------
+
+_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
+
+
+def regex_parse_tres(text):
+    """parse_tres as it was: a regex per item, nothing cached."""
+    out: dict[str, int] = {}
+    if not text or text in ("(null)", "N/A"):
+        return out
+    for item in text.split(","):
+        if "=" not in item:
+            continue
+        name, value = item.split("=", 1)
+        name = name.strip().lower()
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
+        if not m:
+            raise InputError(f"TRES {item!r} has no numeric count")
+        num = float(m.group(1))
+        unit = m.group(2).upper()
+        if name.split("/")[0] in ("mem", "bb"):
+            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
+        elif unit:
+            num *= 1024.0 ** (_MB_POWER[unit] + 2)
+        out[name] = round(num)
+    return out
+
+
+def plain_parse_squeue(text, where="squeue", skipped=None):
+    """parse_squeue as it was: a dict per row, regex_parse_tres per job."""
+    jobs = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) != len(SQUEUE_FIELDS):
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}",
+                          f"{where}: line {lineno}")
+            continue
+        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
+        try:
+            tres = regex_parse_tres(d["tres-alloc"])
+            jobs.append(Job(
+                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
+                account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
+                nice=int(d["Nice"]), state=d["State"], submit_time=_epoch(d["SubmitTime"]),
+                eligible_time=_epoch(d["EligibleTime"]), accrue_time=_epoch(d["AccrueTime"]),
+                cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
+                time_limit=_time_limit(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
+        except (ValueError, InputError) as exc:
+            skip_or_raise(skipped, f"cannot read the job: {exc}",
+                          f"{where}: line {lineno} (job {d['JobID']})")
+    return jobs
+
+
+def plain_parse_sprio_facts(text, where="sprio", bad_jobs=None, skipped=None):
+    """parse_sprio_facts as it was."""
+    rows: dict[int, list[list[str]]] = {}
+    unreadable: dict[int, str] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(SEP)]
+        try:
+            job_id = int(parts[0])
+        except ValueError:
+            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
+        if len(parts) != len(SPRIO_FIELDS):
+            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
+                                  f"expected {len(SPRIO_FIELDS)}")
+            continue
+        rows.setdefault(job_id, []).append(parts)
+    out = {}
+    for job_id, rs in rows.items():
+        if job_id in unreadable:
+            continue
+        try:
+            site = int(rs[0][2])
+            nice = int(rs[0][3])
+            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
+        except ValueError:
+            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
+            continue
+        if len(rs) > 1:
+            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
+        else:
+            direct = zero and site == 0 and nice == 0
+        out[job_id] = SprioFacts(0 if direct else site, direct)
+    if unreadable:
+        if bad_jobs is None:
+            raise InputError(next(iter(unreadable.values())))
+        bad_jobs.update(unreadable)
+        if skipped is not None:
+            skipped.extend(unreadable.values())
+    return out
+
+
+def plain_read_jobs(cmds, *, running=False, skipped=None, assoc_priority=None):
+    """read_jobs as it was (a dataclasses.replace per job for sprio's facts), and JobInfoCli's
+    replace per job for the association's Priority."""
+    jobs = plain_parse_squeue(cmds.run_with(squeue_argv("all" if running else "PD"), SQUEUE_ENV),
+                              skipped=skipped)
+    if not jobs:
+        return jobs
+    bad: set[int] = set()
+    facts = plain_parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
+                                    bad_jobs=bad if skipped is not None else None, skipped=skipped)
+    out = []
+    for j in jobs:
+        if j.job_id in bad:
+            continue
+        f = facts.get(j.job_id)
+        out.append(replace(j, site_factor=f.site_factor if f else None,
+                           direct_set_prio=bool(f and f.direct_set_prio)))
+    if assoc_priority is not None:
+        out = [replace(j, assoc_priority=assoc_priority.get((j.account, j.user, (j.partitions or (None,))[0]),
+                                                            assoc_priority.get((j.account, j.user, None), 0)))
+               for j in out]
+    return out
+
+
+TRES_ITEM = st.one_of(
+    st.tuples(st.sampled_from(["cpu", "mem", "node", "billing", "gres/gpu", "bb/lustre", "MEM", " cpu ", "",
+                               "license/x", "gres/gpu:a100"]),
+              st.sampled_from(["4", "64G", "1.5G", "512K", "2k", "1T", "3P", "100M", "0", " 8 ", "x", "",
+                               "1e3", "٣", "4GB", "-1", "1.", "12.25m", "7E"]),
+              ).map(lambda nv: f"{nv[0]}={nv[1]}"),
+    st.sampled_from(["", "cpu", "=", "==4", "cpu=4=5"]),
+)
+TRES = st.one_of(st.sampled_from(["", "(null)", "N/A", "cpu=4,mem=1G,node=1,billing=4"]),
+                 st.lists(TRES_ITEM, min_size=1, max_size=5).map(",".join))
+
+
+@EXAMPLES
+@given(TRES)
+def test_tres_parsed_as_the_regex_parsed_it(text):
+    want = outcome(regex_parse_tres, text)
+    first = outcome(parse_tres, text)
+    assert first == want
+    if isinstance(first, dict):
+        first["spoilt"] = 1  # the caller's own dict: the cached parse is not changed through it
+    assert outcome(parse_tres, text) == want
+
+
+# each squeue field: readable values first, then the ones that make the row unreadable
+FIELD = {
+    "JobID": (["1234", "77", "5", "6", "8", " 6 "], ["s0a1b2c3d4e5f6", "", "x", "٣"]),
+    "JobArrayID": (["1234", "1200_34", "123_[1-100]", "7+1", ""], []),
+    "UserName": (["alice", "bob", "o'neil", ""], []),
+    "Account": (["phys", "chem", "a|b"], []),
+    "QOS": (["normal", "lo,hi", ""], []),
+    "PriorityLong": (["4294", "0", "-1"], ["1.5", "", "x"]),
+    "Nice": (["0", "-5", "10"], ["n"]),
+    "State": (["PENDING", "RUNNING"], []),
+    "Partition": (["debug", "high,debug", ",debug", "", ",", "high"], []),
+    "SubmitTime": (["1795326888", "0", "", "Unknown", "N/A", " 12 "], ["2026-11-22T05:20:43"]),
+    "EligibleTime": (["1795326888", "None"], ["x"]),
+    "AccrueTime": (["1795326888", "0"], ["-3"]),
+    "NumCPUs": (["4", "1"], ["", "2.5"]),
+    "NumNodes": (["1", "2", ""], ["1-2"]),
+    "TimeLimit": (["UNLIMITED", "1-00:00:00", "30", "2:00:00", "NOT_SET", "INFINITE", "", "Partition_Limit",
+                   "1-2"], ["x:y"]),
+    "tres-alloc": (["cpu=4,mem=1G,node=1,billing=4", "cpu=2,mem=100M,node=2", "", "(null)"], []),
+    "Reason": (["Priority", "(null)", "Resources"], []),
+}
+
+
+@st.composite
+def squeue_line(draw):
+    """A row of readable fields (odd TRES strings among them), one field unreadable in about one in four."""
+    fields = [draw(st.sampled_from(FIELD[f][0])) for f in SQUEUE_FIELDS]
+    fields[SQUEUE_FIELDS.index("tres-alloc")] = draw(TRES)
+    if draw(st.integers(0, 3)) == 0:
+        i = draw(st.sampled_from([i for i, f in enumerate(SQUEUE_FIELDS) if FIELD[f][1]]))
+        fields[i] = draw(st.sampled_from(FIELD[SQUEUE_FIELDS[i]][1]))
+    return SEP.join(fields)
+
+
+SQUEUE_LINE = st.one_of(
+    squeue_line(), squeue_line(), squeue_line(),
+    st.sampled_from(["", "   ", SEP * 16, "garbage", SEP.join(["1"] * 16), SEP.join(["1"] * 18)]),
+)
+SPRIO_VALUE = st.sampled_from(["0", "0.0000000", "0.5000000", "100", "0", "0.5000000", "", "abc"])
+
+
+@st.composite
+def sprio_lines(draw, job_ids):
+    lines = []
+    for job_id in draw(st.lists(st.sampled_from(job_ids), max_size=8)):
+        site = draw(st.sampled_from(["0", "300", "-2147483648", "0", "300", "x"]))
+        nice = draw(st.sampled_from(["0", "-2147483648", "5"]))
+        factors = draw(st.one_of(st.just(["0"] * 6), st.just(["0.0000000"] * 5 + ["abc"]),
+                                 st.lists(SPRIO_VALUE, min_size=6, max_size=6)))
+        tres = draw(st.sampled_from(["", "cpu=0.01"]))
+        lines.append(SEP.join([job_id, "debug", site, nice, *factors, tres]))
+        if draw(st.integers(0, 20)) == 0:
+            odd = [SEP.join([job_id, "x"]), "", "garbage", SEP.join(["0"] * 11)]
+            lines.append(draw(st.sampled_from(odd)))
+    return "\n".join(lines) + "\n"
+
+
+class CannedCommands:
+    """What read_jobs runs, answered from text, every command line recorded."""
+
+    def __init__(self, squeue: str, sprio: str):
+        self.texts = {"squeue": squeue, "sprio": sprio}
+        self.ran: list[str] = []
+
+    def run_with(self, argv, env_extra=None):
+        self.ran.append(" ".join(argv))
+        return self.texts[argv[0]]
+
+
+@EXAMPLES
+@given(st.lists(SQUEUE_LINE, max_size=8), st.booleans())
+def test_squeue_rows_read_as_before(lines, keep_skipped):
+    text = "\n".join(lines) + "\n"
+    skipped_new: list[str] | None = [] if keep_skipped else None
+    skipped_old: list[str] | None = [] if keep_skipped else None
+    assert outcome(parse_squeue, text, skipped=skipped_new) == outcome(plain_parse_squeue, text,
+                                                                       skipped=skipped_old)
+    assert skipped_new == skipped_old
+
+
+ASSOC_PRIORITY = {("phys", "alice", None): 7, ("phys", "alice", "debug"): 9, ("chem", "bob", "high"): 3}
+
+
+@EXAMPLES
+@given(st.lists(SQUEUE_LINE, max_size=8), st.data(), st.booleans(),
+       st.sampled_from([None, {}, ASSOC_PRIORITY]))
+def test_read_jobs_as_before(lines, data, keep_skipped, assoc_priority):
+    squeue = "\n".join(lines) + "\n"
+    sprio = data.draw(sprio_lines(["1234", "77", "5", "6", "8"]))
+    new, old = CannedCommands(squeue, sprio), CannedCommands(squeue, sprio)
+    skipped_new: list[str] | None = [] if keep_skipped else None
+    skipped_old: list[str] | None = [] if keep_skipped else None
+    got = outcome(read_jobs, new, skipped=skipped_new, assoc_priority=assoc_priority)
+    assert got == outcome(plain_read_jobs, old, skipped=skipped_old, assoc_priority=assoc_priority)
+    assert skipped_new == skipped_old and new.ran == old.ran  # sprio only when squeue shows a job
+    if isinstance(got, list):
+        want = plain_read_jobs(old, skipped=[] if keep_skipped else None)
+        assert [j.tres for j in got] == [j.tres for j in want]
+
+
+@EXAMPLES
+@given(st.data(), st.booleans())
+def test_sprio_facts_as_before(data, keep_bad):
+    text = data.draw(sprio_lines(["1", "2", "3", "x"]))
+    bad_new: set[int] | None = set() if keep_bad else None
+    bad_old: set[int] | None = set() if keep_bad else None
+    skipped_new: list[str] = []
+    skipped_old: list[str] = []
+    assert outcome(parse_sprio_facts, text, bad_jobs=bad_new, skipped=skipped_new) == \
+        outcome(plain_parse_sprio_facts, text, bad_jobs=bad_old, skipped=skipped_old)
+    assert (bad_new, skipped_new) == (bad_old, skipped_old)

@@ -12,6 +12,7 @@ the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -122,7 +123,8 @@ def controllers(raw: dict[str, str]) -> Controllers:
         text = raw[f"SlurmctldHost[{i}]"].strip()
         m = re.fullmatch(r"([^()\s]+)(?:\(([^()\s]+)\))?", text)
         if not m:
-            raise InputError(f"SlurmctldHost[{i}] = {text!r} is not NAME or NAME(ADDRESS)", "scontrol show config")
+            raise InputError(f"SlurmctldHost[{i}] = {text!r} is not NAME or NAME(ADDRESS)",
+                             "scontrol show config")
         hosts.append((m.group(1), m.group(2) or m.group(1)))
         i += 1
     port = re.match(r"\s*(\d+)", raw.get("SlurmctldPort", ""))
@@ -365,10 +367,17 @@ def parse_tres(text: str | None) -> dict[str, int]:
 
     Memory (``mem``, ``bb``) is in MB: scontrol prints it converted exactly
     (``CONVERT_NUM_UNIT_EXACT``), 64G = 65536.  Other suffixes are powers of 1024.
+    A new dict each call; the parse is cached per string (a few hundred distinct strings among
+    thousands of jobs).
     """
-    out: dict[str, int] = {}
     if not text or text in ("(null)", "N/A"):
-        return out
+        return {}
+    return dict(_tres_counts(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tres_counts(text: str) -> tuple[tuple[str, int], ...]:
+    out: dict[str, int] = {}
     for item in text.split(","):
         if "=" not in item:
             continue
@@ -384,7 +393,7 @@ def parse_tres(text: str | None) -> dict[str, int]:
         elif unit:
             num *= 1024.0 ** (_MB_POWER[unit] + 2)
         out[name] = round(num)
-    return out
+    return tuple(out.items())
 
 
 def _epoch(text: str) -> int:
@@ -396,6 +405,7 @@ def _epoch(text: str) -> int:
     raise InputError(f"time {t!r} is not Unix seconds (was SLURM_TIME_FORMAT=%s honoured?)")
 
 
+@functools.lru_cache(maxsize=1024)
 def _time_limit(text: str) -> int | None:
     """squeue's TimeLimit → minutes; INFINITE for UNLIMITED, None when unset (the partition's applies)."""
     t = text.strip().upper()
@@ -408,30 +418,39 @@ def _time_limit(text: str) -> int | None:
 
 def parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
     """``squeue_argv()`` with SQUEUE_ENV → one :class:`~fairshared.model.Job` per line, SiteFactor and
-    operator-set priority not yet known (sprio tells them).  Lines end at ``\n`` only: a job name
-    may hold any other line break.  A row that cannot be read is skipped and noted in ``skipped``
-    when given (:func:`skip_or_raise`)."""
-    jobs = []
+    operator-set priority not yet known (sprio tells them: :func:`squeue_rows` for a reader that
+    builds each Job once with them).  Lines end at ``\n`` only: a job name may hold any other line
+    break.  A row that cannot be read is skipped and noted in ``skipped`` when given
+    (:func:`skip_or_raise`)."""
+    return [Job(**row) for row in squeue_rows(text, where, skipped)]
+
+
+def squeue_rows(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[dict]:
+    """What :func:`parse_squeue` reads, each job as the keyword arguments of its
+    :class:`~fairshared.model.Job` (all but ``site_factor``, ``direct_set_prio`` and ``assoc_priority``)."""
+    rows = []
+    n_fields = len(SQUEUE_FIELDS)
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split(SEP)
-        if len(parts) != len(SQUEUE_FIELDS):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
+        if len(parts) != n_fields:
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {n_fields}", f"{where}: line {lineno}")
             continue
-        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        try:
-            tres = parse_tres(d["tres-alloc"])
-            jobs.append(Job(
-                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"], account=d["Account"],
-                partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]), nice=int(d["Nice"]),
-                state=d["State"], submit_time=_epoch(d["SubmitTime"]), eligible_time=_epoch(d["EligibleTime"]),
-                accrue_time=_epoch(d["AccrueTime"]), cpus=int(d["NumCPUs"]),
-                min_nodes=int(tres.get("node") or d["NumNodes"] or 1), time_limit=_time_limit(d["TimeLimit"]),
-                tres=tres, reason=d["Reason"]))
+        (job_id, array_id, user, account, qos, priority, nice, state, partition, submit, eligible, accrue,
+         cpus, nodes, time_limit, tres_text, reason) = [p.strip() for p in parts]  # SQUEUE_FIELDS
+        try:  # in this order: the first error is the one reported
+            tres = parse_tres(tres_text)
+            rows.append({
+                "job_id": int(job_id), "display_id": array_id, "user": user, "account": account,
+                "partition": partition, "qos": qos, "priority": int(priority), "nice": int(nice),
+                "state": state, "submit_time": _epoch(submit), "eligible_time": _epoch(eligible),
+                "accrue_time": _epoch(accrue),
+                "cpus": int(cpus), "min_nodes": int(tres.get("node") or nodes or 1),
+                "time_limit": _time_limit(time_limit), "tres": tres, "reason": reason})
         except (ValueError, InputError) as exc:
-            skip_or_raise(skipped, f"cannot read the job: {exc}", f"{where}: line {lineno} (job {d['JobID']})")
-    return jobs
+            skip_or_raise(skipped, f"cannot read the job: {exc}", f"{where}: line {lineno} (job {job_id})")
+    return rows
 
 
 # --- sprio -h -o SPRIO_FORMAT: site factor and operator-set priorities ------------------------------
@@ -471,10 +490,16 @@ def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None
         except ValueError:
             raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
         if len(parts) != len(SPRIO_FIELDS):
-            unreadable[job_id] = f"{where}: line {lineno}: has {len(parts)} fields, expected {len(SPRIO_FIELDS)}"
+            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
+                                  f"expected {len(SPRIO_FIELDS)}")
             continue
-        rows.setdefault(job_id, []).append(parts)
+        seen = rows.get(job_id)
+        if seen is None:
+            rows[job_id] = [parts]
+        else:
+            seen.append(parts)
     out: dict[int, SprioFacts] = {}
+    shared: dict[tuple[int, bool], SprioFacts] = {}  # immutable: jobs with the same facts share them
     for job_id, rs in rows.items():
         if job_id in unreadable:
             continue
@@ -490,7 +515,8 @@ def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None
             direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
         else:
             direct = zero and site == 0 and nice == 0
-        out[job_id] = SprioFacts(0 if direct else site, direct)
+        facts = (0 if direct else site, direct)
+        out[job_id] = shared.get(facts) or shared.setdefault(facts, SprioFacts(*facts))
     if unreadable:
         if bad_jobs is None:
             raise InputError(next(iter(unreadable.values())))
@@ -535,7 +561,8 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
     tres_order = [t.strip().lower() for t in raw.get("AccountingStorageTRES", "").split(",") if t.strip()]
     return {
         "weight_tres_exact": parse_weight_tres(raw.get("PriorityWeightTRES")),
-        "weight_tres_text": None if raw.get("PriorityWeightTRES") in (None, "", "(null)") else raw["PriorityWeightTRES"],
+        "weight_tres_text": (None if raw.get("PriorityWeightTRES") in (None, "", "(null)")
+                             else raw["PriorityWeightTRES"]),
         "tres_order": tres_order or None,
         "state_save_location": raw.get("StateSaveLocation"),
         "slurm_conf": raw.get("SLURM_CONF"),
@@ -586,7 +613,8 @@ def parse_partitions(text: str, where: str = "scontrol show partition") -> dict[
             pjf = int(kv.get("PriorityJobFactor", "1"))
             tier = int(kv.get("PriorityTier", "1"))
         except ValueError:
-            raise InputError("has a non-numeric PriorityJobFactor/PriorityTier", f"{where}: line {lineno}") from None
+            raise InputError("has a non-numeric PriorityJobFactor/PriorityTier",
+                             f"{where}: line {lineno}") from None
         out[name] = PartitionInfo(name=name, priority_job_factor=pjf, priority_tier=tier,
                                   max_time=_minutes(kv.get("MaxTime", "UNLIMITED")),
                                   tres=parse_tres(kv.get("TRES")))
@@ -649,7 +677,8 @@ def parse_assoc_priorities(text: str) -> dict[tuple[str, str | None, str | None]
 
 
 def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
-    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user, partition)."""
+    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user,
+    partition)."""
     if not text.strip():
         return {}
     return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
