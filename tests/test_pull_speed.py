@@ -13,7 +13,17 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairshared.model import PARENT, InputError, Job, check_shares, check_usage
+from fairshared.engine import build_tree, compute
+from fairshared.engine.sibling_order import (
+    LFT,
+    NAME,
+    in_name_order,
+    infer,
+    infer_lft_or_name,
+    name_key,
+    name_positions,
+)
+from fairshared.model import PARENT, Association, InputError, Job, check_shares, check_usage
 from fairshared.priority import NICE_OFFSET
 from fairshared.sources.jobinfo_cli import read_jobs
 from fairshared.sources.slurm_text import (
@@ -460,3 +470,88 @@ def test_sprio_facts_as_before(data, keep_bad):
     assert outcome(parse_sprio_facts, text, bad_jobs=bad_new, skipped=skipped_new) == \
         outcome(plain_parse_sprio_facts, text, bad_jobs=bad_old, skipped=skipped_old)
     assert (bad_new, skipped_new) == (bad_old, skipped_old)
+
+
+# --- 22.05's sibling order: one tree and one Fair Tree instead of two ----------------------------
+
+def replace_in_name_order(associations):
+    """in_name_order as it was: dataclasses.replace per association."""
+    return [replace(a, order=name_key(a)) for a in associations]
+
+
+@st.composite
+def tied_trees(draw):
+    """Small trees where much ties: idle accounts and users, 0 shares, Fairshare=parent accounts and
+    users, one user's associations in two partitions (equal name keys), lft orders in any order,
+    the list shuffled (equal name keys keep input order)."""
+    usage = st.sampled_from([1.0, 0.0, 2.0, 5.5, 100.0])
+    accounts = ["root"]
+    parents = {"root": None}
+    for i in range(draw(st.integers(1, 6))):
+        name = draw(st.sampled_from(["a", "b", "c", "zz", "B", "é"])) + str(i)
+        parents[name] = draw(st.sampled_from(accounts[:2]))  # wide: siblings that tie
+        accounts.append(name)
+    rows = []
+    idle = {a: draw(st.booleans()) for a in accounts}  # all its users without usage
+    for acct in accounts:
+        shares = 1 if acct == "root" else draw(st.sampled_from([10, 1, 10, 0, PARENT]))
+        rows.append([acct, None, parents[acct], shares, None, None])
+        names = st.sampled_from(["u1", "u2", "amy", "zed", "Zed"])
+        for user in draw(st.lists(names, min_size=acct != "root", max_size=4, unique=True)):
+            parts = draw(st.sampled_from([[None], [None], ["p1", "p2"], ["p2"]]))
+            for part in parts:
+                rows.append([acct, user, acct, draw(st.sampled_from([1, 0, 3, PARENT])),
+                             0.0 if idle[acct] else draw(usage), part])
+    total: dict[str, float] = {a: 0.0 if idle[a] else draw(st.sampled_from([0.0, 1.0])) for a in accounts}
+    for r in rows:
+        if r[1] is not None:  # charged up the chain
+            a = r[0]
+            while a is not None:
+                total[a] += r[4]
+                a = parents[a]
+    lft = draw(st.permutations(range(1, len(rows) + 1)))
+    no_order = draw(st.sampled_from([False] * 9 + [True]))
+    out = [Association(a, u, p, sh, total[a] if u is None else us, part, None if no_order else lft[i])
+           for i, (a, u, p, sh, us, part) in enumerate(rows)]
+    if draw(st.sampled_from([False] * 14 + [True])):
+        out[0] = replace(out[0], usage=None)  # root's usage from its subtree: infer() does it
+    return draw(st.permutations(out))
+
+
+def printed_fairshare(associations):
+    r = compute(associations, "fair_tree")
+    t = r.tree
+    return {t.key(i): float(f"{r.fairshare[i]:f}") for i in range(t.n) if t.user[i] is not None}
+
+
+@EXAMPLES
+@given(tied_trees(), st.data())
+def test_infer_lft_or_name_as_infer(assocs, data):
+    named = in_name_order(assocs)
+    assert named == replace_in_name_order(assocs)
+    tree = build_tree(assocs)
+    by_name = build_tree(named)
+    pos = name_positions(tree, assocs)
+    assert [by_name.key(p) for p in pos.tolist()] == [tree.key(i) for i in range(tree.n)]
+    reported = data.draw(st.sampled_from(["lft", "name", "off", "missing", "extra", "none"]))
+    rep = printed_fairshare(named if reported in ("name", "missing") else assocs)
+    if reported == "off" and rep:
+        k = data.draw(st.sampled_from(sorted(rep, key=str)))
+        rep[k] = round(rep[k] + 0.000001, 6)
+    elif reported == "missing" and rep:
+        del rep[data.draw(st.sampled_from(sorted(rep, key=str)))]
+    elif reported == "extra":
+        rep[("nobody", "x", None)] = 1.0
+    elif reported == "none":
+        rep = {}
+    assert outcome(infer_lft_or_name, assocs, rep) == outcome(infer, {LFT: assocs, NAME: named}, rep)
+
+
+def test_infer_lft_or_name_tells_the_orders_apart():
+    # a tree where the orders rank differently (tests/test_sibling_order.py's): each is found
+    from test_sibling_order import printed, tree
+
+    lft, named = tree(), in_name_order(tree())
+    assert infer_lft_or_name(lft, printed(named)) == NAME
+    assert infer_lft_or_name(lft, printed(lft)) == LFT
+    assert infer_lft_or_name(tree(idle_usage=50.0), printed(tree(idle_usage=50.0))) is None
