@@ -421,7 +421,7 @@ def make_cluster(size: int, seed: int = 1) -> list[Association]:
             order.append(x)
             stack.extend(k.account for k in kids[x] if k.user is None)
         for x in reversed(order):
-            total[x] = round(sum((total[k.account] if k.user is None else k.usage) for k in kids[x]), 2)
+            total[x] = round(sum((total[k.account] if k.user is None else k.usage) for k in kids[x]), 2) + 0.0
         return total[acct]
 
     subtotal("root")

@@ -7,9 +7,11 @@ results, or the error messages, must be equal.  Deterministic like tests/test_fu
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +25,7 @@ from fairshared.engine.sibling_order import (
     name_key,
     name_positions,
 )
+from fairshared.engine.tree import _build_checked, _build_columns
 from fairshared.model import PARENT, Association, InputError, Job, check_shares, check_usage
 from fairshared.priority import NICE_OFFSET
 from fairshared.sources.jobinfo_cli import read_jobs
@@ -555,3 +558,95 @@ def test_infer_lft_or_name_tells_the_orders_apart():
     assert infer_lft_or_name(lft, printed(named)) == NAME
     assert infer_lft_or_name(lft, printed(lft)) == LFT
     assert infer_lft_or_name(tree(idle_usage=50.0), printed(tree(idle_usage=50.0))) is None
+
+
+# --- build_tree: whole columns with numpy, or one association at a time ---------------------------
+
+def trees_equal(a, b) -> bool:
+    return (a.account == b.account and a.user == b.user and a.partition == b.partition
+            and a.root_shares == b.root_shares and type(a.root_shares) is type(b.root_shares)
+            and all(np.array_equal(getattr(a, f), getattr(b, f))
+                    and getattr(a, f).dtype == getattr(b, f).dtype
+                    for f in ("parent", "is_user", "use_parent", "shares", "usage")))
+
+
+def built(fn, associations):
+    """A Tree, or the error (any: some odd values fail past the checks, the same way both times)."""
+    try:
+        return fn(associations)
+    except Exception as exc:  # noqa: BLE001
+        return (type(exc).__name__, str(exc))
+
+
+ODD_SHARES = [-1, 0x7FFFFFFF, 2 ** 70, True, "5", "Parent", "parent ", 2.0, np.int64(3), None]
+ODD_USAGE = [-1.0, math.nan, math.inf, 5, 2 ** 60, True, "1.5", np.float64(2.0), None]
+ODD_ORDER = ["/a/", 3, None, True, 2 ** 70, -4, 1.5]
+
+
+@st.composite
+def association_lists(draw, valid: bool):
+    """Trees of 1-30 associations in any list order, with lft (int), lineage (str) or no orders; with
+    ``valid`` False, one or two mistakes or unusual values among them."""
+    n_acc = draw(st.integers(1, 6))
+    names = ["root"] + [f"a{i}" for i in range(1, n_acc)]
+    parents = {"root": None}
+    for i, name in enumerate(names[1:], start=1):
+        parents[name] = draw(st.sampled_from(names[:i]))
+    kind = draw(st.sampled_from(["int", "str", "none", "some none"]))
+    usage = st.sampled_from([0.0, 1.5, 7.0, 0.0, 1e300, 5e-324])
+    rows = []
+    for name in names:
+        rows.append(dict(account=name, user=None, parent=parents[name],
+                         shares=1 if name == "root" else draw(st.sampled_from([1, 10, 0, PARENT])),
+                         usage=draw(st.one_of(usage, st.just(None))), partition=None))
+        for user in draw(st.lists(st.sampled_from(["u1", "u2", "amy"]), max_size=3, unique=True)):
+            for part in draw(st.sampled_from([[None], ["p1"], ["p1", "p2"]])):
+                rows.append(dict(account=name, user=user, parent=name, usage=draw(usage), partition=part,
+                                 shares=draw(st.sampled_from([1, 3, 0, PARENT]))))
+    for i, r in enumerate(rows):
+        v = draw(st.integers(0, 1000))
+        r["order"] = {"int": v, "str": f"/{v % 7}/", "none": None}.get(kind, draw(st.sampled_from([v, None])))
+    if not valid:
+        for _ in range(draw(st.integers(1, 2))):
+            r = draw(st.sampled_from(rows))
+            what = draw(st.sampled_from(["shares", "usage", "order", "parent", "partition", "duplicate",
+                                         "user", "account", "cycle", "root"]))
+            if what in ("shares", "usage", "order"):
+                odd = {"shares": ODD_SHARES, "usage": ODD_USAGE, "order": ODD_ORDER}[what]
+                r[what] = draw(st.sampled_from(odd))
+            elif what == "parent":
+                r["parent"] = draw(st.sampled_from([None, "nowhere", r["account"], "a1", "root"]))
+            elif what == "partition":
+                r["partition"] = draw(st.sampled_from([None, "p1"]))
+            elif what == "duplicate":
+                rows.append(dict(r))
+            elif what == "user":
+                r["user"] = draw(st.sampled_from([None, "u1", "x"]))
+            elif what == "account":
+                r["account"] = draw(st.sampled_from(["nowhere", "root", "a1"]))
+            elif what == "cycle" and len(names) > 2:
+                parents_of = {x["account"]: x for x in rows if x["user"] is None}
+                parents_of["a1"]["parent"] = names[-1]
+            elif what == "root":
+                rows[0]["parent"] = "a1"
+    assocs = [Association(r["account"], r["user"], r["parent"], r["shares"], r["usage"], r["partition"],
+                          r["order"]) for r in rows]
+    return draw(st.permutations(assocs)) if draw(st.booleans()) else assocs
+
+
+@EXAMPLES
+@given(association_lists(valid=True))
+def test_build_tree_by_columns_lays_out_as_before(assocs):
+    fast = _build_columns(assocs)
+    assert fast is not None  # well-formed: not sent back to _build_checked
+    assert trees_equal(fast, _build_checked(assocs))
+
+
+@EXAMPLES
+@given(association_lists(valid=False))
+def test_build_tree_errors_as_before(assocs):
+    new, old = built(build_tree, assocs), built(_build_checked, assocs)
+    if isinstance(old, tuple) or isinstance(new, tuple):
+        assert new == old
+    else:
+        assert trees_equal(new, old)

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..model import Association
 from . import fair_tree
-from .tree import Tree, build_tree
+from .tree import Tree, build_tree, preorder
 
 LFT, NAME, LINEAGE = "lft", "name", "lineage"
 
@@ -120,21 +120,9 @@ def name_positions(tree: Tree, associations: list[Association]) -> np.ndarray:
     keys = [("0" + u) if u is not None else ("1" + a) for a, u in zip(tree.account, tree.user)]
     rank = np.empty(n, dtype=np.int64)
     rank[sorted(by_input, key=keys.__getitem__)] = np.arange(n)  # stable: equal keys in input order
-    size = np.ones(n, dtype=np.int64)  # subtree sizes, bottom-up
-    for lvl in reversed(tree.levels[1:]):
-        size += np.bincount(parent[lvl], weights=size[lvl], minlength=n).astype(np.int64)
     kids = np.arange(1, n)
     kids = kids[np.lexsort((rank[kids], parent[kids]))]  # each account's children, in name order
-    before = np.cumsum(size[kids]) - size[kids]
-    first = np.ones(kids.size, dtype=bool)
-    first[1:] = parent[kids[1:]] != parent[kids[:-1]]
-    offset = np.empty(n, dtype=np.int64)
-    offset[0] = 0
-    offset[kids] = before - np.maximum.accumulate(np.where(first, before, 0))
-    pos = np.zeros(n, dtype=np.int64)
-    for lvl in tree.levels[1:]:  # top-down: parent first, then the siblings before
-        pos[lvl] = pos[parent[lvl]] + 1 + offset[lvl]
-    return pos
+    return preorder(parent, kids, tree.levels, n)
 
 
 __all__ = ["LFT", "LINEAGE", "NAME", "in_name_order", "infer", "infer_lft_or_name", "name_key",
