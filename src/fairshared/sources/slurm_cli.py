@@ -56,12 +56,16 @@ class SlurmCli(SlurmCommands):
 
     # -- individual reads -----------------------------------------------------------------------
 
+    def raw_config(self) -> dict[str, str]:
+        """``scontrol show config`` as ``Key = Value`` pairs (slurm_text.parse_config)."""
+        return parse_config(self.run(["scontrol", "show", "config"]))
+
     def config(self) -> dict:
-        return priority_config(parse_config(self.run(["scontrol", "show", "config"])))
+        return priority_config(self.raw_config())
 
     def controllers(self) -> Controllers:
         """The slurmctld hosts (one read of ``scontrol show config`` with :meth:`config` inside a read)."""
-        return slurm_controllers(parse_config(self.run(["scontrol", "show", "config"])))
+        return slurm_controllers(self.raw_config())
 
     def assoc_mgr(self) -> list[AssocRecord]:
         return parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
@@ -121,7 +125,8 @@ class SlurmCli(SlurmCommands):
 
     def _snapshot(self, jobs: bool) -> Snapshot:
         taken = time.time()
-        cfg = self.config()
+        raw_config = self.raw_config()  # parsed once, for the settings and the controllers
+        cfg = priority_config(raw_config)
         try:
             records = self.assoc_mgr()
         except SourceTimeout:
@@ -155,7 +160,7 @@ class SlurmCli(SlurmCommands):
             config=cfg,
             jobs=self.pending_jobs(skipped) if jobs else [],
             skipped_rows=skipped,
-            controllers=self.controllers(),
+            controllers=slurm_controllers(raw_config),
         )
 
 
