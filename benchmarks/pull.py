@@ -38,12 +38,13 @@ from synthetic import make_associations  # noqa: E402
 from fairshared.engine import compute  # noqa: E402
 from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
 from fairshared.engine.tree import Tree, build_tree, fill_account_usage  # noqa: E402
-from fairshared.inputs.sshare_dump import parse_sshare  # noqa: E402
+from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare  # noqa: E402
 from fairshared.model import (  # noqa: E402
     PARENT,
     Association,
     InputError,
     Job,
+    Snapshot,
     check_shares,
     check_usage,
 )
@@ -376,6 +377,125 @@ def old_build_tree(associations: list[Association]) -> Tree:
     return tree
 
 
+def old_parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:
+    """inputs.sshare_dump.parse_sshare before: where built per line, check_usage/check_shares per
+    row, every Association built twice."""
+    header: list[str] | None = None
+    trailing = False
+    col: dict[str, int] = {}
+    associations: list[Association] = []
+    # stack of (depth, account name) for the current path from root
+    path: list[tuple[int, str]] = []
+    accounts: set[str] = set()
+    header_line = 0
+    seen: dict[tuple, int] = {}
+    reported: dict[tuple, float] = {}
+    user_lines: list[tuple[int, str, str]] = []
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        where = f"{name}:{lineno}"
+        if not line.strip():
+            continue
+        if header is None:
+            if "|" not in line and line.lstrip().startswith("{"):
+                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
+            if "|" not in line:
+                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
+            trailing = line.endswith("|")
+            fields = line[:-1].split("|") if trailing else line.split("|")
+            header = [f.strip().lower() for f in fields]
+            col = {h: i for i, h in enumerate(header)}
+            missing = [c for c in REQUIRED if c not in col]
+            if missing:
+                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
+                         "rawusage": "RawUsage"}
+                raise InputError(
+                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
+                    + " (use sshare -a -l -P)",
+                    where,
+                )
+            header_line = lineno
+            continue
+        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
+            continue  # a separator line from a non-parsable paste
+        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
+        if len(fields) != len(header):
+            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
+        acct_field = fields[col["account"]]
+        account = acct_field.strip()
+        depth = len(acct_field) - len(acct_field.lstrip(" "))
+        user = fields[col["user"]].strip() or None
+        partition = fields[col["partition"]].strip() or None if "partition" in col else None
+        if not account:
+            raise InputError("empty Account field", where)
+        shares_text = fields[col["rawshares"]].strip()
+        usage_text = fields[col["rawusage"]].strip()
+        usage = check_usage(usage_text or "0", where)
+        if user is None:
+            # account row: its parent is the nearest shallower account on the path
+            while path and path[-1][0] >= depth:
+                path.pop()
+            parent = path[-1][1] if path else None
+            if parent is None and accounts:  # only the first account row (root) has none
+                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
+                                 where)
+            if account in accounts:
+                raise InputError(f"duplicate account {account!r}", where)
+            if parent is None:
+                shares = 1 if not shares_text else check_shares(shares_text, where)
+            else:
+                if not shares_text:
+                    raise InputError(f"account {account!r} has no RawShares", where)
+                shares = check_shares(shares_text, where)
+            accounts.add(account)
+            path.append((depth, account))
+            associations.append(
+                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
+            )
+        else:
+            user_lines.append((lineno, user, account))  # its account may come later (see below)
+            if not shares_text:
+                raise InputError(f"user {user!r} has no RawShares", where)
+            shares = check_shares(shares_text, where)
+            key = (account, user, partition)
+            if key in seen:
+                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
+                                 f"(first at line {seen[key]})", where)
+            seen[key] = lineno
+            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
+            if fs_text:
+                try:
+                    reported[key] = float(fs_text)
+                except ValueError:
+                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
+                                     where) from None
+            associations.append(
+                Association(
+                    account=account, user=user, parent=account, shares=shares, usage=usage,
+                    partition=partition
+                )
+            )
+    if header is None:
+        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
+    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
+    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
+    for lineno, user, account in user_lines:
+        if account not in accounts:
+            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
+                             f"{name}:{lineno}")
+    if not associations:
+        raise InputError("has a header but no associations", f"{name}:{header_line}")
+    # the dump's row order is the sibling order (see module docstring)
+    ordered = [
+        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
+        for i, a in enumerate(associations)
+    ]
+    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
+                    reported_fairshare=reported)
+
+
+
 # ================================================================================================
 # Synthetic Slurm text
 # ================================================================================================
@@ -656,7 +776,8 @@ def main() -> int:
         records = parse_assoc_mgr(text)
         rep.row("associations_from_assoc_mgr", what, lambda: associations_from_assoc_mgr(records))
         ours = associations_from_assoc_mgr(records)
-        rep.row("parse_sshare (-a -l -P -m)", what, lambda: parse_sshare(share.splitlines(True), "sshare"))
+        rep.row("parse_sshare (-a -l -P -m)", what, lambda: parse_sshare(share.splitlines(True), "sshare"),
+                lambda: old_parse_sshare(share.splitlines(True), "sshare"), lambda a, b: a == b)
         shown = parse_sshare(share.splitlines(True), "sshare")
         rep.row("check_same_tree", what, lambda: check_same_tree(ours, shown.associations))
         reported = shown.reported_fairshare

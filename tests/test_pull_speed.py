@@ -7,9 +7,11 @@ results, or the error messages, must be equal.  Deterministic like tests/test_fu
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +28,8 @@ from fairshared.engine.sibling_order import (
     name_positions,
 )
 from fairshared.engine.tree import _build_checked, _build_columns
-from fairshared.model import PARENT, Association, InputError, Job, check_shares, check_usage
+from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare
+from fairshared.model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from fairshared.priority import NICE_OFFSET
 from fairshared.sources.jobinfo_cli import read_jobs
 from fairshared.sources.slurm_text import (
@@ -47,6 +50,7 @@ from fairshared.sources.slurm_text import (
     squeue_argv,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
 
@@ -650,3 +654,173 @@ def test_build_tree_errors_as_before(assocs):
         assert new == old
     else:
         assert trees_equal(new, old)
+
+
+# --- sshare -a -l -P -m ------------------------------------------------------------------------------
+
+def plain_parse_sshare(lines, name="<sshare dump>"):
+    """parse_sshare as it was: where built per line, check_usage/check_shares per row, every
+    Association built twice."""
+    header: list[str] | None = None
+    trailing = False
+    col: dict[str, int] = {}
+    associations: list[Association] = []
+    # stack of (depth, account name) for the current path from root
+    path: list[tuple[int, str]] = []
+    accounts: set[str] = set()
+    header_line = 0
+    seen: dict[tuple, int] = {}
+    reported: dict[tuple, float] = {}
+    user_lines: list[tuple[int, str, str]] = []
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        where = f"{name}:{lineno}"
+        if not line.strip():
+            continue
+        if header is None:
+            if "|" not in line and line.lstrip().startswith("{"):
+                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
+            if "|" not in line:
+                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
+            trailing = line.endswith("|")
+            fields = line[:-1].split("|") if trailing else line.split("|")
+            header = [f.strip().lower() for f in fields]
+            col = {h: i for i, h in enumerate(header)}
+            missing = [c for c in REQUIRED if c not in col]
+            if missing:
+                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
+                         "rawusage": "RawUsage"}
+                raise InputError(
+                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
+                    + " (use sshare -a -l -P)",
+                    where,
+                )
+            header_line = lineno
+            continue
+        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
+            continue  # a separator line from a non-parsable paste
+        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
+        if len(fields) != len(header):
+            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
+        acct_field = fields[col["account"]]
+        account = acct_field.strip()
+        depth = len(acct_field) - len(acct_field.lstrip(" "))
+        user = fields[col["user"]].strip() or None
+        partition = fields[col["partition"]].strip() or None if "partition" in col else None
+        if not account:
+            raise InputError("empty Account field", where)
+        shares_text = fields[col["rawshares"]].strip()
+        usage_text = fields[col["rawusage"]].strip()
+        usage = check_usage(usage_text or "0", where)
+        if user is None:
+            # account row: its parent is the nearest shallower account on the path
+            while path and path[-1][0] >= depth:
+                path.pop()
+            parent = path[-1][1] if path else None
+            if parent is None and accounts:  # only the first account row (root) has none
+                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
+                                 where)
+            if account in accounts:
+                raise InputError(f"duplicate account {account!r}", where)
+            if parent is None:
+                shares = 1 if not shares_text else check_shares(shares_text, where)
+            else:
+                if not shares_text:
+                    raise InputError(f"account {account!r} has no RawShares", where)
+                shares = check_shares(shares_text, where)
+            accounts.add(account)
+            path.append((depth, account))
+            associations.append(
+                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
+            )
+        else:
+            user_lines.append((lineno, user, account))  # its account may come later (see below)
+            if not shares_text:
+                raise InputError(f"user {user!r} has no RawShares", where)
+            shares = check_shares(shares_text, where)
+            key = (account, user, partition)
+            if key in seen:
+                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
+                                 f"(first at line {seen[key]})", where)
+            seen[key] = lineno
+            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
+            if fs_text:
+                try:
+                    reported[key] = float(fs_text)
+                except ValueError:
+                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
+                                     where) from None
+            associations.append(
+                Association(
+                    account=account, user=user, parent=account, shares=shares, usage=usage,
+                    partition=partition
+                )
+            )
+    if header is None:
+        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
+    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
+    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
+    for lineno, user, account in user_lines:
+        if account not in accounts:
+            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
+                             f"{name}:{lineno}")
+    if not associations:
+        raise InputError("has a header but no associations", f"{name}:{header_line}")
+    # the dump's row order is the sibling order (see module docstring)
+    ordered = [
+        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
+        for i, a in enumerate(associations)
+    ]
+    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
+                    reported_fairshare=reported)
+
+
+
+SSHARE_DUMP = (ROOT / "examples" / "sshare-fair-tree.txt").read_text()
+SSHARE_ODD = ["", " ", "0", "5", " 7 ", "-1", "2147483647", "2147483646", "parent", "Parent", "PARENT ",
+              "1.5", "nan", "inf", "-0", "1e3", "1_0", "٣", "x", "+4"]
+
+
+@st.composite
+def sshare_dumps(draw):
+    """The example dump with a few cells or lines changed: odd numbers, indentation, rows dropped,
+    repeated or moved, blank and separator lines, a trailing '|', CRLF."""
+    lines = SSHARE_DUMP.splitlines()
+    if draw(st.booleans()):  # the -m layout: a Partition column after User, set on some user rows
+        rows = [ln.split("|") for ln in lines]
+        for i, cells in enumerate(rows):
+            cells.insert(2, "Partition" if i == 0 else "p1" if cells[1] and draw(st.booleans()) else "")
+        lines = ["|".join(cells) for cells in rows]
+    for _ in range(draw(st.integers(0, 2))):
+        i = draw(st.integers(1, len(lines) - 1))
+        cells = lines[i].split("|")
+        what = draw(st.sampled_from(["cell", "cell", "cell", "indent", "drop", "repeat", "move", "blank",
+                                     "separator"]))
+        if what == "cell":
+            j = draw(st.integers(0, len(cells) - 1))
+            cells[j] = draw(st.sampled_from(SSHARE_ODD + [" " + cells[j], cells[j].strip()]))
+            lines[i] = "|".join(cells)
+        elif what == "indent":
+            lines[i] = draw(st.sampled_from(["", " ", "    "])) + lines[i].lstrip(" ")
+        elif what == "drop":
+            del lines[i]
+        elif what == "repeat":
+            lines.insert(i, lines[i])
+        elif what == "move":
+            lines.insert(draw(st.integers(0, len(lines))), lines.pop(i))
+        elif what == "blank":
+            lines.insert(i, draw(st.sampled_from(["", "  "])))
+        else:
+            lines.insert(i, "-------|------|----")
+    end = draw(st.sampled_from(["\n", "\r\n"]))
+    if draw(st.booleans()):
+        lines = [ln + "|" for ln in lines]
+    return end.join(lines) + end
+
+
+@EXAMPLES
+@given(sshare_dumps())
+def test_sshare_read_as_before(text):
+    got = outcome(parse_sshare, io.StringIO(text), "dump.txt")
+    assert got == outcome(plain_parse_sshare, io.StringIO(text), "dump.txt")
