@@ -21,7 +21,7 @@ import math
 import operator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import repeat
+from itertools import islice, repeat
 
 import numpy as np
 
@@ -195,18 +195,25 @@ def _build_columns(associations: list[Association]) -> Tree | None:
     def laid_out_list(column: list) -> list:
         return column if perm is None else np.array(column, dtype=object)[perm].tolist()
 
+    is_user = laid_out(is_user)
+    if perm is None:
+        names = account
+    else:  # each association's account by the account's own name: a gather from a few objects
+        names_at = np.empty(n, dtype=object)
+        names_at[pos[accounts]] = [account[i] for i in accounts]
+        names = names_at[np.where(is_user, new_parent, np.arange(n))].tolist()
     use_parent = laid_out(use_parent)
     use_parent[0] = False  # root is never "parent"
     root_shares = shares_in[root]
     tree = Tree(
         parent=new_parent,
-        is_user=laid_out(is_user),
+        is_user=is_user,
         use_parent=use_parent,
         shares=laid_out(shares),
         usage=laid_out(usage).astype(np.longdouble),
-        account=laid_out_list(account),
+        account=names,
         user=laid_out_list(user),
-        partition=laid_out_list(partition),
+        partition=[None] * n if perm is not None and partition.count(None) == n else laid_out_list(partition),
         root_shares=root_shares if isinstance(root_shares, int) else 1,
     )
     if missing is not None:
@@ -215,11 +222,12 @@ def _build_columns(associations: list[Association]) -> Tree | None:
 
 
 def _lookup(index: dict[str, int], names: list[str], n: int) -> np.ndarray:
-    """``index.get(name, -1)`` of every name, looked up once per run of equal names (a tree listed
-    depth first, as slurmctld and sshare list it, has each account's users after it)."""
-    if n < 2:
+    """``index.get(name, -1)`` of every name; once per run of equal names when they come in runs (a
+    tree listed depth first, as slurmctld and sshare list it, has each account's users after it)."""
+    changes = np.fromiter(map(operator.ne, islice(names, 1, None), names), dtype=bool, count=max(n - 1, 0))
+    starts = np.flatnonzero(changes) + 1
+    if starts.size > n // 4:
         return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=n)
-    starts = np.flatnonzero(np.fromiter(map(operator.ne, names[1:], names[:-1]), dtype=bool, count=n - 1)) + 1
     starts = np.concatenate(([0], starts))
     found = np.fromiter(map(index.get, [names[i] for i in starts.tolist()], repeat(-1)), dtype=np.int64,
                         count=starts.size)
@@ -233,11 +241,15 @@ def _shares_column(values: list, n: int) -> tuple[np.ndarray, np.ndarray] | None
     if types == {int}:
         use_parent = np.zeros(n, dtype=bool)
     elif types == {int, str} or types == {str}:
-        use_parent = np.fromiter(map(operator.eq, values, repeat(PARENT)), dtype=bool, count=n)
-        values = list(values)
-        for i in np.flatnonzero(use_parent).tolist():
-            values[i] = 0
-        if set(map(type, values)) != {int}:
+        given = values
+        for same in (operator.is_, operator.eq):  # the parsers' PARENT itself, else any "parent"
+            use_parent = np.fromiter(map(same, given, repeat(PARENT)), dtype=bool, count=n)
+            values = list(given)
+            for i in np.flatnonzero(use_parent).tolist():
+                values[i] = 0
+            if set(map(type, values)) == {int}:
+                break
+        else:
             return None  # a string other than "parent"
     else:
         return None
@@ -279,10 +291,13 @@ def _may_repeat(user: list, partition: list, parent: np.ndarray, is_user: np.nda
     users = np.flatnonzero(is_user)
     if users.size < 2:
         return False
-    h_user = np.fromiter(map(hash, user), dtype=np.int64, count=n)[users]
-    h_part = np.fromiter(map(hash, partition), dtype=np.int64, count=n)[users]
+    h = np.fromiter(map(hash, user), dtype=np.int64, count=n)[users]
     with np.errstate(over="ignore"):  # wrapping is fine for a hash
-        h = h_user * np.int64(-7046029254386353131) + h_part * np.int64(0x27D4EB2F165667C5) + parent[users]
+        h *= np.int64(-7046029254386353131)
+        if partition.count(None) != n:  # some per-partition associations
+            h_part = np.fromiter(map(hash, partition), dtype=np.int64, count=n)[users]
+            h += h_part * np.int64(0x27D4EB2F165667C5)
+        h += parent[users]
     h.sort()
     return bool((h[1:] == h[:-1]).any())
 
