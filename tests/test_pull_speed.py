@@ -582,6 +582,7 @@ def built(fn, associations):
         return (type(exc).__name__, str(exc))
 
 
+PARENT_COPY = "".join(("par", "ent"))  # equal to PARENT, not the same object (as read from JSON)
 ODD_SHARES = [-1, 0x7FFFFFFF, 2 ** 70, True, "5", "Parent", "parent ", 2.0, np.int64(3), None]
 ODD_USAGE = [-1.0, math.nan, math.inf, 5, 2 ** 60, True, "1.5", np.float64(2.0), None]
 ODD_ORDER = ["/a/", 3, None, True, 2 ** 70, -4, 1.5]
@@ -600,13 +601,13 @@ def association_lists(draw, valid: bool):
     usage = st.sampled_from([0.0, 1.5, 7.0, 0.0, 1e300, 5e-324])
     rows = []
     for name in names:
-        rows.append(dict(account=name, user=None, parent=parents[name],
-                         shares=1 if name == "root" else draw(st.sampled_from([1, 10, 0, PARENT])),
+        shares = 1 if name == "root" else draw(st.sampled_from([1, 10, 0, PARENT, PARENT_COPY]))
+        rows.append(dict(account=name, user=None, parent=parents[name], shares=shares,
                          usage=draw(st.one_of(usage, st.just(None))), partition=None))
         for user in draw(st.lists(st.sampled_from(["u1", "u2", "amy"]), max_size=3, unique=True)):
             for part in draw(st.sampled_from([[None], ["p1"], ["p1", "p2"]])):
                 rows.append(dict(account=name, user=user, parent=name, usage=draw(usage), partition=part,
-                                 shares=draw(st.sampled_from([1, 3, 0, PARENT]))))
+                                 shares=draw(st.sampled_from([1, 3, 0, PARENT, PARENT_COPY]))))
     for i, r in enumerate(rows):
         v = draw(st.integers(0, 1000))
         r["order"] = {"int": v, "str": f"/{v % 7}/", "none": None}.get(kind, draw(st.sampled_from([v, None])))

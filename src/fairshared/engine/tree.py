@@ -224,10 +224,11 @@ def _build_columns(associations: list[Association]) -> Tree | None:
 def _lookup(index: dict[str, int], names: list[str], n: int) -> np.ndarray:
     """``index.get(name, -1)`` of every name; once per run of equal names when they come in runs (a
     tree listed depth first, as slurmctld and sshare list it, has each account's users after it)."""
-    changes = np.fromiter(map(operator.ne, islice(names, 1, None), names), dtype=bool, count=max(n - 1, 0))
+    sample = min(n - 1, 1000)
+    if sample < 1 or sum(map(operator.ne, islice(names, 1, sample + 1), names)) > sample // 4:
+        return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=n)  # no runs
+    changes = np.fromiter(map(operator.ne, islice(names, 1, None), names), dtype=bool, count=n - 1)
     starts = np.flatnonzero(changes) + 1
-    if starts.size > n // 4:
-        return np.fromiter(map(index.get, names, repeat(-1)), dtype=np.int64, count=n)
     starts = np.concatenate(([0], starts))
     found = np.fromiter(map(index.get, [names[i] for i in starts.tolist()], repeat(-1)), dtype=np.int64,
                         count=starts.size)
@@ -237,20 +238,21 @@ def _lookup(index: dict[str, int], names: list[str], n: int) -> np.ndarray:
 def _shares_column(values: list, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(shares with 0 for "parent", use_parent), or None unless every value is an int in range or
     "parent" (the str: another type that equals it goes to _build_checked)."""
-    types = set(map(type, values))
+    kinds = list(map(type, values))
+    types = set(kinds)
     if types == {int}:
         use_parent = np.zeros(n, dtype=bool)
     elif types == {int, str} or types == {str}:
-        given = values
+        strings = kinds.count(str)
         for same in (operator.is_, operator.eq):  # the parsers' PARENT itself, else any "parent"
-            use_parent = np.fromiter(map(same, given, repeat(PARENT)), dtype=bool, count=n)
-            values = list(given)
-            for i in np.flatnonzero(use_parent).tolist():
-                values[i] = 0
-            if set(map(type, values)) == {int}:
+            use_parent = np.fromiter(map(same, values, repeat(PARENT)), dtype=bool, count=n)
+            if np.count_nonzero(use_parent) == strings:  # (only a str can equal "parent")
                 break
         else:
             return None  # a string other than "parent"
+        values = list(values)
+        for i in np.flatnonzero(use_parent).tolist():
+            values[i] = 0
     else:
         return None
     try:
