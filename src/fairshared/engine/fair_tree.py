@@ -80,7 +80,7 @@ def level_fs(tree: Tree, s: np.ndarray, u: np.ndarray) -> np.ndarray:
     return lfs
 
 
-def rank_users(tree: Tree, lfs: np.ndarray) -> np.ndarray:
+def rank_users(tree: Tree, lfs: np.ndarray, list_order: np.ndarray | None = None) -> np.ndarray:
     """F = rank / N for every user, the vectorised ``_calc_tree_fs``; in (0, 1].
 
     The recursion visits each fs parent's children_list sorted by LevelFS
@@ -94,6 +94,10 @@ def rank_users(tree: Tree, lfs: np.ndarray) -> np.ndarray:
     which may belong to a user deep inside the previous account.  Slurm never
     merges tied accounts (``_count_tied_accounts`` always returns 0).
     N counts every user association, so the best user gets exactly 1.0.
+
+    ``list_order``: another sibling order to rank under, as the index each association would have
+    in a tree laid out in that order (default: the tree's own, ``arange(n)``); the ranks are those of
+    that tree, at this tree's indices (engine.sibling_order uses it for 22.05's name order).
     """
     n = tree.n
     if tree.user_count == 0:
@@ -101,7 +105,10 @@ def rank_users(tree: Tree, lfs: np.ndarray) -> np.ndarray:
     fsp = tree.fs_parent
     nonroot = np.arange(1, n)
     # 1. sort each children_list: key (fs parent, −LevelFS, account after user, list order)
-    order = nonroot[np.lexsort((~tree.is_user[nonroot], -lfs[nonroot], fsp[nonroot]))]  # stable: list order last
+    keys = (~tree.is_user[nonroot], -lfs[nonroot], fsp[nonroot])
+    if list_order is not None:
+        keys = (list_order[nonroot], *keys)
+    order = nonroot[np.lexsort(keys)]  # stable: list order last
     grp = fsp[order]
     first = np.ones(order.size, dtype=bool)
     first[1:] = grp[1:] != grp[:-1]

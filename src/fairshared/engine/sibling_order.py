@@ -25,10 +25,13 @@ that reproduces the FairShare sshare printed for every user.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Mapping
 
+import numpy as np
+
 from ..model import Association
+from . import fair_tree
+from .tree import Tree, build_tree, preorder
 
 LFT, NAME, LINEAGE = "lft", "name", "lineage"
 
@@ -43,7 +46,9 @@ def name_key(a: Association) -> str:
 
 def in_name_order(associations: list[Association]) -> list[Association]:
     """The same associations with :func:`name_key` as their order."""
-    return [replace(a, order=name_key(a)) for a in associations]
+    return [Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition,
+                        ("0" + a.user) if a.user is not None else ("1" + a.account))  # name_key(a)
+            for a in associations]
 
 
 def infer(candidates: Mapping[str, list[Association]], reported: Mapping[tuple, float]) -> str | None:
@@ -69,4 +74,56 @@ def infer(candidates: Mapping[str, list[Association]], reported: Mapping[tuple, 
     return matching[0] if len(matching) == 1 else None
 
 
-__all__ = ["LFT", "LINEAGE", "NAME", "in_name_order", "infer", "name_key"]
+def infer_lft_or_name(associations: list[Association], reported: Mapping[tuple, float]) -> str | None:
+    """``infer({LFT: associations, NAME: in_name_order(associations)}, reported)``, with one tree and
+    one Fair Tree instead of two of each.
+
+    ``associations`` carry their ``lft`` (or no order).  Shares, usage, LevelFS and so every
+    children_list's members are the same under both orders: only the order in which siblings that
+    tie are visited differs, so the name order's ranks are the tree's ranks under another list
+    order (:func:`fair_tree.rank_users`' ``list_order``: where each association would sit in the
+    tree laid out in name order, :func:`name_positions`).  The FairShare of a user is compared with
+    sshare's once per order, and under the name order only where it differs from lft's.
+
+    The one case that does not fit is left to :func:`infer`: an account without usage (None: its
+    subtree's sum, added up in the layout's order, in long double).
+    """
+    if not reported:
+        return None
+    if any(a.usage is None for a in associations):
+        return infer({LFT: associations, NAME: in_name_order(associations)}, reported)
+    tree = build_tree(associations)
+    lfs = fair_tree.level_fs(tree, fair_tree.norm_shares(tree), fair_tree.level_usage(tree))
+    by_lft = fair_tree.rank_users(tree, lfs)
+    by_name = fair_tree.rank_users(tree, lfs, list_order=name_positions(tree, associations))
+    users = {k: i for i, k in enumerate(zip(tree.account, tree.user, tree.partition)) if k[1] is not None}
+    at = [users.get(k) for k in reported]
+    if None in at:  # a user sshare shows that the tree lacks: neither order reproduces it
+        return None
+    shown = [f"{v:f}" for v in reported.values()]
+    lft_ok = [f"{f:f}" == s for f, s in zip(by_lft[at].tolist(), shown)]
+    name_ok = list(lft_ok)
+    for j in np.flatnonzero(by_lft[at] != by_name[at]).tolist():
+        name_ok[j] = f"{float(by_name[at[j]]):f}" == shown[j]
+    matching = [kind for kind, ok in ((LFT, all(lft_ok)), (NAME, all(name_ok))) if ok]
+    return matching[0] if len(matching) == 1 else None
+
+
+def name_positions(tree: Tree, associations: list[Association]) -> np.ndarray:
+    """For each association of ``tree`` (built from ``associations``), its index in
+    ``build_tree(in_name_order(associations))``: the preorder with each account's children sorted
+    by :func:`name_key`, equal keys (one user's per-partition associations) in input order."""
+    n = tree.n
+    parent = tree.parent
+    given = {(a.account, a.user, a.partition): i for i, a in enumerate(associations)}
+    by_input = np.argsort([given[k] for k in zip(tree.account, tree.user, tree.partition)]).tolist()
+    keys = [("0" + u) if u is not None else ("1" + a) for a, u in zip(tree.account, tree.user)]
+    rank = np.empty(n, dtype=np.int64)
+    rank[sorted(by_input, key=keys.__getitem__)] = np.arange(n)  # stable: equal keys in input order
+    kids = np.arange(1, n)
+    kids = kids[np.lexsort((rank[kids], parent[kids]))]  # each account's children, in name order
+    return preorder(parent, kids, tree.levels, n)
+
+
+__all__ = ["LFT", "LINEAGE", "NAME", "in_name_order", "infer", "infer_lft_or_name", "name_key",
+           "name_positions"]

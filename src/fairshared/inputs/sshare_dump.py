@@ -16,7 +16,8 @@ usage at all) can differ.  A snapshot from the live source carries the real orde
 
 from __future__ import annotations
 
-from typing import Iterable
+import math
+from typing import Callable, Iterable
 
 from ..model import PARENT, Association, InputError, Snapshot, check_shares, check_usage
 
@@ -43,103 +44,121 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
     seen: dict[tuple, int] = {}
     reported: dict[tuple, float] = {}
     user_lines: list[tuple[int, str, str]] = []
+    lineno = 0
+
+    def where() -> str:  # the line being read, for an error
+        return f"{name}:{lineno}"
 
     for lineno, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
-        where = f"{name}:{lineno}"
         if not line.strip():
             continue
         if header is None:
             if "|" not in line and line.lstrip().startswith("{"):
-                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
+                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where())
             if "|" not in line:
-                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
+                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where())
             trailing = line.endswith("|")
             fields = line[:-1].split("|") if trailing else line.split("|")
             header = [f.strip().lower() for f in fields]
             col = {h: i for i, h in enumerate(header)}
             missing = [c for c in REQUIRED if c not in col]
             if missing:
-                names = {"account": "Account", "user": "User", "rawshares": "RawShares", "rawusage": "RawUsage"}
+                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
+                         "rawusage": "RawUsage"}
                 raise InputError(
                     "header lacks the column(s) " + ", ".join(names[m] for m in missing)
                     + " (use sshare -a -l -P)",
-                    where,
+                    where(),
                 )
             header_line = lineno
+            c_account, c_user = col["account"], col["user"]
+            c_shares, c_usage = col["rawshares"], col["rawusage"]
+            c_partition, c_fairshare = col.get("partition"), col.get("fairshare")
             continue
         if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
             continue  # a separator line from a non-parsable paste
         fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
         if len(fields) != len(header):
-            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
-        acct_field = fields[col["account"]]
+            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where())
+        acct_field = fields[c_account]
         account = acct_field.strip()
         depth = len(acct_field) - len(acct_field.lstrip(" "))
-        user = fields[col["user"]].strip() or None
-        partition = fields[col["partition"]].strip() or None if "partition" in col else None
+        user = fields[c_user].strip() or None
+        partition = fields[c_partition].strip() or None if c_partition is not None else None
         if not account:
-            raise InputError("empty Account field", where)
-        shares_text = fields[col["rawshares"]].strip()
-        usage_text = fields[col["rawusage"]].strip()
-        usage = check_usage(usage_text or "0", where)
+            raise InputError("empty Account field", where())
+        shares_text = fields[c_shares].strip()
+        usage = _usage(fields[c_usage].strip() or "0", where)
         if user is None:
             # account row: its parent is the nearest shallower account on the path
             while path and path[-1][0] >= depth:
                 path.pop()
             parent = path[-1][1] if path else None
             if parent is None and accounts:  # only the first account row (root) has none
-                raise InputError(f"account {account!r} has no parent (is the Account column indented?)", where)
+                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
+                                 where())
             if account in accounts:
-                raise InputError(f"duplicate account {account!r}", where)
+                raise InputError(f"duplicate account {account!r}", where())
             if parent is None:
-                shares = 1 if not shares_text else check_shares(shares_text, where)
+                shares = 1 if not shares_text else _shares(shares_text, where)
             else:
                 if not shares_text:
-                    raise InputError(f"account {account!r} has no RawShares", where)
-                shares = check_shares(shares_text, where)
+                    raise InputError(f"account {account!r} has no RawShares", where())
+                shares = _shares(shares_text, where)
             accounts.add(account)
             path.append((depth, account))
-            associations.append(
-                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
-            )
+            # the dump's row order is the sibling order (see module docstring)
+            associations.append(Association(account, None, parent, shares, usage, None, len(associations)))
         else:
             user_lines.append((lineno, user, account))  # its account may come later (see below)
             if not shares_text:
-                raise InputError(f"user {user!r} has no RawShares", where)
-            shares = check_shares(shares_text, where)
+                raise InputError(f"user {user!r} has no RawShares", where())
+            shares = _shares(shares_text, where)
             key = (account, user, partition)
             if key in seen:
                 raise InputError(f"duplicate association of user {user!r} in account {account!r} "
-                                 f"(first at line {seen[key]})", where)
+                                 f"(first at line {seen[key]})", where())
             seen[key] = lineno
-            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
+            fs_text = fields[c_fairshare].strip() if c_fairshare is not None else ""
             if fs_text:
                 try:
                     reported[key] = float(fs_text)
                 except ValueError:
-                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number", where) from None
-            associations.append(
-                Association(
-                    account=account, user=user, parent=account, shares=shares, usage=usage, partition=partition
-                )
-            )
+                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
+                                     where()) from None
+            associations.append(Association(account, user, account, shares, usage, partition,
+                                            len(associations)))
     if header is None:
         raise InputError("is empty (expected the output of sshare -a -l -P)", name)
     # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
     # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
     for lineno, user, account in user_lines:
         if account not in accounts:
-            raise InputError(f"user {user!r} names account {account!r}, which no row defines", f"{name}:{lineno}")
+            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
+                             f"{name}:{lineno}")
     if not associations:
         raise InputError("has a header but no associations", f"{name}:{header_line}")
-    # the dump's row order is the sibling order (see module docstring)
-    ordered = [
-        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
-        for i, a in enumerate(associations)
-    ]
-    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
+    return Snapshot(associations=associations, source=f"sshare dump {name}", sibling_order="input",
                     reported_fairshare=reported)
+
+
+def _usage(text: str, where: Callable[[], str]) -> float:
+    """check_usage(text, where()), without building ``where`` for a good value."""
+    try:
+        usage = float(text)
+    except ValueError:
+        usage = math.nan
+    return usage if 0.0 <= usage < math.inf else check_usage(text, where())
+
+
+def _shares(text: str, where: Callable[[], str]) -> int | str:
+    """check_shares(text, where()), likewise."""
+    try:
+        shares = int(text)
+    except ValueError:
+        shares = -1
+    return shares if 0 <= shares < 0x7FFFFFFF else check_shares(text, where())
 
 
 __all__ = ["parse_sshare", "PARENT"]

@@ -40,6 +40,7 @@ shown by squeue in the one partition it ran in while sprio keeps all of them.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..model import Job, Snapshot
@@ -57,42 +58,52 @@ from .slurm_text import (  # noqa: F401 - SprioFacts is still imported from here
     parse_qos,
     parse_slurm_conf_flags,
     parse_sprio_facts,
-    parse_squeue,
     parse_sshare_fairshare,
     parse_tres,
     priority_config,
     priority_config_extra,
     release_of,
     squeue_argv,
+    squeue_rows,
     time_str_seconds,
 )
 
 
-def read_jobs(cmds: SlurmCommands, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
+def read_jobs(cmds: SlurmCommands, *, running: bool = False, skipped: list[str] | None = None,
+              assoc_priority: Mapping[tuple, int] | None = None) -> list[Job]:
     """The jobs (squeue) with the SiteFactor slurmctld holds for each and whether an operator set its
     priority (both from sprio: slurm_text.parse_sprio_facts; a job sprio does not list keeps
     ``site_factor`` None).  ``running``: all jobs, for CALCULATE_RUNNING (sprio then lists every job
     slurmctld still holds, finished ones included, and squeue shows a finished multi-partition job
-    only in the partition it ran in).
+    only in the partition it ran in).  ``assoc_priority``: the Priority of each association
+    (slurm_text.parse_assoc_priorities), for the job's association (its first partition's, else the
+    one without partition, else 0).
 
     A job row that cannot be read leaves that job out and is noted in ``skipped`` (when given; else
-    it fails the read): the other jobs still get their updates."""
-    jobs = parse_squeue(cmds.run_with(squeue_argv("all" if running else "PD"), SQUEUE_ENV), skipped=skipped)
-    if not jobs:
-        return jobs
+    it fails the read): the other jobs still get their updates.  sprio runs only when squeue shows a
+    job, and each Job is built once, with what sprio says of it."""
+    rows = squeue_rows(cmds.run_with(squeue_argv("all" if running else "PD"), SQUEUE_ENV), skipped=skipped)
+    if not rows:
+        return []
     bad: set[int] = set()
     facts = parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
                               bad_jobs=bad if skipped is not None else None, skipped=skipped)
     out = []
-    for j in jobs:
-        if j.job_id in bad:  # unknown whether an operator set its priority: leave it alone
+    for row in rows:
+        if row["job_id"] in bad:  # unknown whether an operator set its priority: leave it alone
             continue
-        f = facts.get(j.job_id)
-        out.append(replace(j, site_factor=f.site_factor if f else None, direct_set_prio=bool(f and f.direct_set_prio)))
+        f = facts.get(row["job_id"])
+        if assoc_priority:
+            key = (row["account"], row["user"])
+            part = next((p for p in row["partition"].split(",") if p), None)
+            row["assoc_priority"] = assoc_priority.get((*key, part), assoc_priority.get((*key, None), 0))
+        out.append(Job(**row, site_factor=f.site_factor if f else None,
+                       direct_set_prio=bool(f and f.direct_set_prio)))
     return out
 
 
-def no_normal_flags(raw: dict[str, str], cfg: dict, slurm_conf_text: str | None) -> tuple[list[str], str | None]:
+def no_normal_flags(raw: dict[str, str], cfg: dict,
+                    slurm_conf_text: str | None) -> tuple[list[str], str | None]:
     """The PriorityFlags to use, and a warning when they are a guess.
 
     Through 25.05 ``priority_flags_string`` (src/common/slurm_protocol_defs.c; read in 22.05 per the
@@ -107,9 +118,10 @@ def no_normal_flags(raw: dict[str, str], cfg: dict, slurm_conf_text: str | None)
     conf = parse_slurm_conf_flags(slurm_conf_text) if slurm_conf_text is not None else None
     if conf is not None:
         return [f.strip().upper() for f in conf.split(",") if f.strip()], None
-    return flags, (f"scontrol show config of Slurm {cfg.get('slurm_version') or '22.05'} prints NO_NORMAL_ALL for "
-                   f"any NO_NORMAL_* flag and slurm.conf ({raw.get('SLURM_CONF') or 'path unknown'}) is unreadable: "
-                   f"assuming all four (NO_NORMAL_ASSOC, NO_NORMAL_PART, NO_NORMAL_QOS, NO_NORMAL_TRES)")
+    return flags, (f"scontrol show config of Slurm {cfg.get('slurm_version') or '22.05'} prints "
+                   f"NO_NORMAL_ALL for any NO_NORMAL_* flag and slurm.conf "
+                   f"({raw.get('SLURM_CONF') or 'path unknown'}) is unreadable: assuming all four "
+                   f"(NO_NORMAL_ASSOC, NO_NORMAL_PART, NO_NORMAL_QOS, NO_NORMAL_TRES)")
 
 
 def _read_text(path: str | None) -> str | None:
@@ -144,8 +156,9 @@ class JobInfoCli:
     def assoc_priorities(self) -> dict:
         return parse_assoc_priorities(self.cmds.run_with(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
 
-    def jobs(self, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
-        return read_jobs(self.cmds, running=running, skipped=skipped)
+    def jobs(self, running: bool = False, skipped: list[str] | None = None,
+             assoc_priority: Mapping[tuple, int] | None = None) -> list[Job]:
+        return read_jobs(self.cmds, running=running, skipped=skipped, assoc_priority=assoc_priority)
 
     def slurm_fairshare(self) -> dict:
         return parse_sshare_fairshare(self.cmds.run_with(["sshare", "-a", "-l", "-P", "-m"]))
@@ -188,9 +201,7 @@ class JobInfoCli:
         job_list: list[Job] = []
         if jobs:
             running = "CALCULATE_RUNNING" in {f.upper() for f in cfg.get("priority_flags") or []}
-            job_list = [replace(j, assoc_priority=assoc_prio.get((j.account, j.user, (j.partitions or (None,))[0]),
-                                                                 assoc_prio.get((j.account, j.user, None), 0)))
-                        for j in self.jobs(running=running, skipped=snap.skipped_rows)]
+            job_list = self.jobs(running=running, skipped=snap.skipped_rows, assoc_priority=assoc_prio)
         return PriorityInputs(
             snapshot=snap, cluster=cluster, jobs=job_list,
             last_calc=self.last_calc(extra["state_save_location"]),

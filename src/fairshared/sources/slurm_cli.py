@@ -26,7 +26,7 @@ import io
 import time
 from dataclasses import dataclass
 
-from ..engine.sibling_order import LFT, NAME, in_name_order, infer
+from ..engine.sibling_order import LFT, NAME, in_name_order, infer_lft_or_name
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, Controllers, InputError, Job, Snapshot
 from .base import SourceError, SourceTimeout
@@ -56,12 +56,16 @@ class SlurmCli(SlurmCommands):
 
     # -- individual reads -----------------------------------------------------------------------
 
+    def raw_config(self) -> dict[str, str]:
+        """``scontrol show config`` as ``Key = Value`` pairs (slurm_text.parse_config)."""
+        return parse_config(self.run(["scontrol", "show", "config"]))
+
     def config(self) -> dict:
-        return priority_config(parse_config(self.run(["scontrol", "show", "config"])))
+        return priority_config(self.raw_config())
 
     def controllers(self) -> Controllers:
         """The slurmctld hosts (one read of ``scontrol show config`` with :meth:`config` inside a read)."""
-        return slurm_controllers(parse_config(self.run(["scontrol", "show", "config"])))
+        return slurm_controllers(self.raw_config())
 
     def assoc_mgr(self) -> list[AssocRecord]:
         return parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
@@ -85,18 +89,18 @@ class SlurmCli(SlurmCommands):
             order[key] = int(v) if kind == "lft" and v.isdigit() else v
         return kind, order
 
-    def order_of_22_05(self, assocs: list[Association], reported: dict, cfg: dict) -> tuple[list[Association], str]:
+    def order_of_22_05(self, assocs: list[Association], reported: dict,
+                       cfg: dict) -> tuple[list[Association], str]:
         """22.05 holds siblings in ``lft`` order after a load and in name order after a run-time
         change (engine.sibling_order); whichever reproduces sshare's own Fair Tree ranks is the one
         slurmctld holds.  When its ranks cannot tell (no tie depends on it, or they are older than
         the tree), the state last seen stays."""
         if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
-            named = in_name_order(assocs)
-            seen = infer({LFT: assocs, NAME: named}, reported)
+            seen = infer_lft_or_name(assocs, reported)  # infer() with one tree and one Fair Tree
             if seen:
                 self.order_state = seen
             if self.order_state == NAME:
-                return named, NAME
+                return in_name_order(assocs), NAME
         return assocs, LFT
 
     def pending_jobs(self, skipped: list[str] | None = None) -> list[Job]:
@@ -121,7 +125,8 @@ class SlurmCli(SlurmCommands):
 
     def _snapshot(self, jobs: bool) -> Snapshot:
         taken = time.time()
-        cfg = self.config()
+        raw_config = self.raw_config()  # parsed once, for the settings and the controllers
+        cfg = priority_config(raw_config)
         try:
             records = self.assoc_mgr()
         except SourceTimeout:
@@ -155,7 +160,7 @@ class SlurmCli(SlurmCommands):
             config=cfg,
             jobs=self.pending_jobs(skipped) if jobs else [],
             skipped_rows=skipped,
-            controllers=self.controllers(),
+            controllers=slurm_controllers(raw_config),
         )
 
 
@@ -168,7 +173,8 @@ def associations_from_assoc_mgr(records: list[AssocRecord]) -> list[Association]
         if r.user is None and r.parent_id is not None:
             p = by_id.get(r.parent_id)
             if p is None:
-                raise SourceError(f"assoc_mgr: account {r.account!r} names parent id {r.parent_id}, which is not listed")
+                raise SourceError(f"assoc_mgr: account {r.account!r} names parent id {r.parent_id}, "
+                                  f"which is not listed")
             parent = p.account
         elif r.user is not None:
             parent = r.account
@@ -190,4 +196,5 @@ def check_same_tree(ours: list[Association], shown: list[Association]) -> None:
         y = b[k]
         if k != ("root", None, None) and (x.shares != y.shares or x.parent_account != y.parent_account):
             raise SourceError(f"the association tree changed while it was read: {x.label()} differs "
-                              f"(shares {x.shares!r}/{y.shares!r}, parent {x.parent_account!r}/{y.parent_account!r})")
+                              f"(shares {x.shares!r}/{y.shares!r}, "
+                              f"parent {x.parent_account!r}/{y.parent_account!r})")

@@ -12,7 +12,9 @@ the ``--json`` options that appeared in 23.11: those changed between 22.05 and
 
 from __future__ import annotations
 
+import functools
 import io
+import math
 import re
 import struct
 from dataclasses import dataclass
@@ -150,7 +152,8 @@ def controllers(raw: dict[str, str]) -> Controllers:
         text = raw[f"SlurmctldHost[{i}]"].strip()
         m = re.fullmatch(r"([^()\s]+)(?:\(([^()\s]+)\))?", text)
         if not m:
-            raise InputError(f"SlurmctldHost[{i}] = {text!r} is not NAME or NAME(ADDRESS)", "scontrol show config")
+            raise InputError(f"SlurmctldHost[{i}] = {text!r} is not NAME or NAME(ADDRESS)",
+                             "scontrol show config")
         hosts.append((m.group(1), m.group(2) or m.group(1)))
         i += 1
     port = re.match(r"\s*(\d+)", raw.get("SlurmctldPort", ""))
@@ -201,12 +204,58 @@ class AssocRecord:
     order: int | str | None
 
 
-_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
+def _name_uid(value: str) -> tuple[str, int] | None:
+    r"""``name(uid)`` → (name, uid), else None: the regex ``^(.*)\((\d+)\)$`` on a word (no line
+    break), without one (``\d`` and :meth:`str.isdecimal` are the same characters)."""
+    if value.endswith(")"):
+        i = value.rfind("(")
+        if i >= 0 and value[i + 1:-1].isdecimal():
+            return value[:i], int(value[i + 1:-1])
+    return None
 
 
-def _strip_uid(value: str) -> str:
-    m = _NAME_UID.match(value)
-    return m.group(1) if m else value
+# A record: its ``ClusterName=`` line and the indented lines after it.  A line that is not indented
+# (a heading such as "QOS Records", an empty line) ends it; split on the newline before each such line.
+_RECORDS = re.compile(r"\n(?![ \t])")
+# the keys a record is read from: as slurmctld prints a record, all of them are in its first
+# _HEAD_WORDS words (ClusterName Account UserName Partition Priority ID, SharesRaw/..., UsageRaw/...,
+# ParentAccount Lft|Lineage DefAssoc)
+_ASSOC_KEYS = frozenset(("ID", "Account", "UserName", "Partition", "SharesRaw/Norm/Level/Factor",
+                         "UsageRaw/Norm/Efctv", "ParentAccount", "Lineage", "Lft"))
+_HEAD_WORDS = 11
+
+
+def _words(words: list[str]) -> dict[str, str]:
+    r"""``KEY=VALUE`` words → {KEY: VALUE}, the first occurrence of a key kept.
+
+    The key is the word up to its first ``=`` after the first character and the value the rest of
+    the word: what ``re.finditer(r"(\S+?)=(\S*)", line)`` finds, word by word (a match cannot start
+    inside a word whose first character is not followed by a ``=``, nor span whitespace, which
+    :meth:`str.split` and ``\s`` define alike).  So ``a==b`` is a → ``=b``, ``=x=y`` is ``=x`` → y,
+    ``k=`` is k → "", and ``=x`` or a word without ``=`` is nothing."""
+    # reversed: in a dict display the last occurrence wins
+    out = {k: v for k, eq, v in [w.partition("=") for w in reversed(words)] if eq}
+    if "" in out:  # a word starting with "=": its key runs to the next "=" (rare; done word by word)
+        out = {}
+        for w in words:
+            i = w.find("=", 1)
+            if i > 0 and w[:i] not in out:
+                out[w[:i]] = w[i + 1:]
+    return out
+
+
+def _record_fields(record: str) -> dict[str, str]:
+    """The ``KEY=VALUE`` words of one record (:func:`_words`).  Only the keys of _ASSOC_KEYS are read,
+    so its first _HEAD_WORDS words are enough, unless one of those keys is missing there and the rest
+    holds ``KEY=`` somewhere (as a word whose key is KEY must): then all its words are read."""
+    words = record.split(None, _HEAD_WORDS)
+    if len(words) <= _HEAD_WORDS:
+        return _words(words)
+    rest = words.pop()
+    fields = _words(words)
+    if any(k + "=" in rest for k in _ASSOC_KEYS.difference(fields)):
+        return _words(record.split())
+    return fields
 
 
 def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
@@ -217,64 +266,66 @@ def parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[A
     Fairshare=parent), the first of ``UsageRaw/Norm/Efctv`` (raw usage, printed
     to two decimals where sshare truncates to an integer), ``ParentAccount=name(id)``
     and the sibling order ``Lft=`` (22.05) or ``Lineage=`` (23.11+) when present.
+    A block is its ``ClusterName=`` line and the indented lines after it, read as
+    ``KEY=VALUE`` words (:func:`_words`; the first occurrence of a key wins).
     """
     records: list[AssocRecord] = []
-    block: dict[str, str] = {}
-    start = 0
-
-    def flush():
-        if not block:
-            return
-        w = f"{where}: record at line {start}"
-        try:
-            ident = int(block["ID"])
-        except (KeyError, ValueError):
-            raise InputError("has no numeric ID=", w) from None
-        account = block.get("Account", "")
-        if not account:
-            raise InputError("has no Account=", w)
-        user = _strip_uid(block.get("UserName", "")) or None
-        part = block.get("Partition", "") or None
-        shares_field = block.get("SharesRaw/Norm/Level/Factor")
-        usage_field = block.get("UsageRaw/Norm/Efctv")
-        if shares_field is None or usage_field is None:
-            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
-        raw_shares = shares_field.split("/")[0]
-        label = f"{w} ({account}{'/' + user if user else ''})"
-        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
-            shares: int | str = PARENT
-        else:
-            shares = check_shares(raw_shares, label)
-        usage = check_usage(usage_field.split("/")[0], label)
-        parent_id = None
-        pa = block.get("ParentAccount", "")
-        m = _NAME_UID.match(pa)
-        if m:
-            parent_id = int(m.group(2))
-        order: int | str | None = None
-        if block.get("Lineage"):
-            order = block["Lineage"]
-        elif block.get("Lft", "").isdigit():
-            order = int(block["Lft"])
-        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
-
-    in_block = False
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.startswith("ClusterName="):
-            flush()
-            block = {}
-            start = lineno
-            in_block = True
-        elif not line.startswith((" ", "\t")):
-            flush()  # a heading ("Association Records", "QOS Records", ...) ends the block
-            block = {}
-            in_block = False
-            continue
-        if in_block:
-            for m in re.finditer(r"(\S+?)=(\S*)", line):
-                block.setdefault(m.group(1), m.group(2))
-    flush()
+    lineno = 1
+    for record in _RECORDS.split(text):
+        if record.startswith("ClusterName="):
+            records.append(_assoc_record(_record_fields(record), where, lineno))
+        lineno += record.count("\n") + 1
     return records
+
+
+def _assoc_record(block: dict[str, str], where: str, start: int) -> AssocRecord:
+    def at() -> str:  # only for an error
+        return f"{where}: record at line {start}"
+
+    def label() -> str:
+        return f"{at()} ({account}{'/' + user if user else ''})"
+
+    try:
+        ident = int(block["ID"])
+    except (KeyError, ValueError):
+        raise InputError("has no numeric ID=", at()) from None
+    account = block.get("Account", "")
+    if not account:
+        raise InputError("has no Account=", at())
+    user_uid = _name_uid(block.get("UserName", ""))
+    user = (user_uid[0] if user_uid else block.get("UserName", "")) or None
+    part = block.get("Partition", "") or None
+    shares_field = block.get("SharesRaw/Norm/Level/Factor")
+    usage_field = block.get("UsageRaw/Norm/Efctv")
+    if shares_field is None or usage_field is None:
+        raise InputError("lacks SharesRaw/... or UsageRaw/...", at())
+    raw_shares = shares_field.partition("/")[0]
+    shares: int | str
+    if raw_shares.lower() == "parent" or raw_shares == "2147483647":
+        shares = PARENT
+    else:
+        try:  # what check_shares accepts, without building its label
+            shares = int(raw_shares)
+            valid = 0 <= shares < 0x7FFFFFFF
+        except ValueError:
+            valid = False
+        if not valid:
+            shares = check_shares(raw_shares, label())
+    raw_usage = usage_field.partition("/")[0]
+    try:  # likewise for check_usage
+        usage = float(raw_usage)
+        valid = 0.0 <= usage < math.inf
+    except ValueError:
+        valid = False
+    if not valid:
+        usage = check_usage(raw_usage, label())
+    parent = _name_uid(block.get("ParentAccount", ""))
+    order: int | str | None = None
+    if block.get("Lineage"):
+        order = block["Lineage"]
+    elif block.get("Lft", "").isdigit():
+        order = int(block["Lft"])
+    return AssocRecord(ident, account, user, part, parent[1] if parent else None, shares, usage, order)
 
 
 # --- sacctmgr show assoc -P ------------------------------------------------------------------
@@ -345,10 +396,17 @@ def parse_tres(text: str | None) -> dict[str, int]:
 
     Memory (``mem``, ``bb``) is in MB: scontrol prints it converted exactly
     (``CONVERT_NUM_UNIT_EXACT``), 64G = 65536.  Other suffixes are powers of 1024.
+    A new dict each call; the parse is cached per string (a few hundred distinct strings among
+    thousands of jobs).
     """
-    out: dict[str, int] = {}
     if not text or text in ("(null)", "N/A"):
-        return out
+        return {}
+    return dict(_tres_counts(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tres_counts(text: str) -> tuple[tuple[str, int], ...]:
+    out: dict[str, int] = {}
     for item in text.split(","):
         if "=" not in item:
             continue
@@ -364,7 +422,7 @@ def parse_tres(text: str | None) -> dict[str, int]:
         elif unit:
             num *= 1024.0 ** (_MB_POWER[unit] + 2)
         out[name] = round(num)
-    return out
+    return tuple(out.items())
 
 
 def _epoch(text: str) -> int:
@@ -376,6 +434,7 @@ def _epoch(text: str) -> int:
     raise InputError(f"time {t!r} is not Unix seconds (was SLURM_TIME_FORMAT=%s honoured?)")
 
 
+@functools.lru_cache(maxsize=1024)
 def _time_limit(text: str) -> int | None:
     """squeue's TimeLimit → minutes; INFINITE for UNLIMITED, None when unset (the partition's applies)."""
     t = text.strip().upper()
@@ -388,30 +447,39 @@ def _time_limit(text: str) -> int | None:
 
 def parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
     """``squeue_argv()`` with SQUEUE_ENV → one :class:`~fairshared.model.Job` per line, SiteFactor and
-    operator-set priority not yet known (sprio tells them).  Lines end at ``\n`` only: a job name
-    may hold any other line break.  A row that cannot be read is skipped and noted in ``skipped``
-    when given (:func:`skip_or_raise`)."""
-    jobs = []
+    operator-set priority not yet known (sprio tells them: :func:`squeue_rows` for a reader that
+    builds each Job once with them).  Lines end at ``\n`` only: a job name may hold any other line
+    break.  A row that cannot be read is skipped and noted in ``skipped`` when given
+    (:func:`skip_or_raise`)."""
+    return [Job(**row) for row in squeue_rows(text, where, skipped)]
+
+
+def squeue_rows(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[dict]:
+    """What :func:`parse_squeue` reads, each job as the keyword arguments of its
+    :class:`~fairshared.model.Job` (all but ``site_factor``, ``direct_set_prio`` and ``assoc_priority``)."""
+    rows = []
+    n_fields = len(SQUEUE_FIELDS)
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         parts = line.split(SEP)
-        if len(parts) != len(SQUEUE_FIELDS):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}", f"{where}: line {lineno}")
+        if len(parts) != n_fields:
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {n_fields}", f"{where}: line {lineno}")
             continue
-        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        try:
-            tres = parse_tres(d["tres-alloc"])
-            jobs.append(Job(
-                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"], account=d["Account"],
-                partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]), nice=int(d["Nice"]),
-                state=d["State"], submit_time=_epoch(d["SubmitTime"]), eligible_time=_epoch(d["EligibleTime"]),
-                accrue_time=_epoch(d["AccrueTime"]), cpus=int(d["NumCPUs"]),
-                min_nodes=int(tres.get("node") or d["NumNodes"] or 1), time_limit=_time_limit(d["TimeLimit"]),
-                tres=tres, reason=d["Reason"]))
+        (job_id, array_id, user, account, qos, priority, nice, state, partition, submit, eligible, accrue,
+         cpus, nodes, time_limit, tres_text, reason) = [p.strip() for p in parts]  # SQUEUE_FIELDS
+        try:  # in this order: the first error is the one reported
+            tres = parse_tres(tres_text)
+            rows.append({
+                "job_id": int(job_id), "display_id": array_id, "user": user, "account": account,
+                "partition": partition, "qos": qos, "priority": int(priority), "nice": int(nice),
+                "state": state, "submit_time": _epoch(submit), "eligible_time": _epoch(eligible),
+                "accrue_time": _epoch(accrue),
+                "cpus": int(cpus), "min_nodes": int(tres.get("node") or nodes or 1),
+                "time_limit": _time_limit(time_limit), "tres": tres, "reason": reason})
         except (ValueError, InputError) as exc:
-            skip_or_raise(skipped, f"cannot read the job: {exc}", f"{where}: line {lineno} (job {d['JobID']})")
-    return jobs
+            skip_or_raise(skipped, f"cannot read the job: {exc}", f"{where}: line {lineno} (job {job_id})")
+    return rows
 
 
 # --- sprio -h -o SPRIO_FORMAT: site factor and operator-set priorities ------------------------------
@@ -451,10 +519,16 @@ def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None
         except ValueError:
             raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
         if len(parts) != len(SPRIO_FIELDS):
-            unreadable[job_id] = f"{where}: line {lineno}: has {len(parts)} fields, expected {len(SPRIO_FIELDS)}"
+            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
+                                  f"expected {len(SPRIO_FIELDS)}")
             continue
-        rows.setdefault(job_id, []).append(parts)
+        seen = rows.get(job_id)
+        if seen is None:
+            rows[job_id] = [parts]
+        else:
+            seen.append(parts)
     out: dict[int, SprioFacts] = {}
+    shared: dict[tuple[int, bool], SprioFacts] = {}  # immutable: jobs with the same facts share them
     for job_id, rs in rows.items():
         if job_id in unreadable:
             continue
@@ -470,7 +544,8 @@ def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None
             direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
         else:
             direct = zero and site == 0 and nice == 0
-        out[job_id] = SprioFacts(0 if direct else site, direct)
+        facts = (0 if direct else site, direct)
+        out[job_id] = shared.get(facts) or shared.setdefault(facts, SprioFacts(*facts))
     if unreadable:
         if bad_jobs is None:
             raise InputError(next(iter(unreadable.values())))
@@ -515,7 +590,8 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
     tres_order = [t.strip().lower() for t in raw.get("AccountingStorageTRES", "").split(",") if t.strip()]
     return {
         "weight_tres_exact": parse_weight_tres(raw.get("PriorityWeightTRES")),
-        "weight_tres_text": None if raw.get("PriorityWeightTRES") in (None, "", "(null)") else raw["PriorityWeightTRES"],
+        "weight_tres_text": (None if raw.get("PriorityWeightTRES") in (None, "", "(null)")
+                             else raw["PriorityWeightTRES"]),
         "tres_order": tres_order or None,
         "state_save_location": raw.get("StateSaveLocation"),
         "slurm_conf": raw.get("SLURM_CONF"),
@@ -566,7 +642,8 @@ def parse_partitions(text: str, where: str = "scontrol show partition") -> dict[
             pjf = int(kv.get("PriorityJobFactor", "1"))
             tier = int(kv.get("PriorityTier", "1"))
         except ValueError:
-            raise InputError("has a non-numeric PriorityJobFactor/PriorityTier", f"{where}: line {lineno}") from None
+            raise InputError("has a non-numeric PriorityJobFactor/PriorityTier",
+                             f"{where}: line {lineno}") from None
         out[name] = PartitionInfo(name=name, priority_job_factor=pjf, priority_tier=tier,
                                   max_time=_minutes(kv.get("MaxTime", "UNLIMITED")),
                                   tres=parse_tres(kv.get("TRES")))
@@ -629,7 +706,8 @@ def parse_assoc_priorities(text: str) -> dict[tuple[str, str | None, str | None]
 
 
 def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
-    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user, partition)."""
+    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user,
+    partition)."""
     if not text.strip():
         return {}
     return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare

@@ -1,0 +1,870 @@
+"""The pull's Python cost: parsing what Slurm's command-line tools print, offline, at scale.
+
+Synthesises the text a 22.05 cluster prints (``scontrol show assoc_mgr flags=assoc`` with every
+per-association line slurmctld writes, ``sshare -a -l -P -m`` with Fair Tree's FairShare under
+the ``lft`` order, ``squeue`` in SQUEUE_LONG with the unit separator and array rows, ``sprio``
+in SPRIO_FORMAT with multi-partition and operator-set jobs) and times each stage of the
+command-line source's read on it: the parsers, the association conversion, 22.05's
+sibling-order inference, ``read_jobs``, ``build_tree`` (also on 1M associations) and one whole
+``SlurmCli.snapshot`` on canned command output (no process is started).
+
+Each figure is the best of a few runs (at least --repeat, and as many as fit in 0.25 s).  For
+the functions the pull-speed work changed, the implementation they replaced is kept in this
+file (``old_*``, never imported by fairshared) and timed in the same run on the same text;
+``old/new`` is their ratio, and each old result is checked equal to the new one first.  The
+whole snapshot is compared with the same source using all the replaced readers (OldCanned).
+Figures at 1M move by ~40 % with the heap's history (objects made after others were freed
+are scattered in memory): build_tree runs ~1.4x faster in a fresh process than here, after
+the 100k stages, old and new alike.
+
+    python benchmarks/pull.py [--assocs 10000,100000] [--jobs 5000,100000]
+                              [--build 10000,100000,1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import numpy as np  # noqa: E402
+from synthetic import make_associations  # noqa: E402
+
+from fairshared.engine import compute  # noqa: E402
+from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
+from fairshared.engine.tree import Tree, build_tree, fill_account_usage  # noqa: E402
+from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare  # noqa: E402
+from fairshared.model import (  # noqa: E402
+    PARENT,
+    Association,
+    InputError,
+    Job,
+    Snapshot,
+    check_shares,
+    check_usage,
+)
+from fairshared.priority import NICE_OFFSET  # noqa: E402
+from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
+from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
+from fairshared.sources.slurm_text import (  # noqa: E402
+    SEP,
+    SPRIO_FIELDS,
+    SPRIO_FORMAT,
+    SQUEUE_FIELDS,
+    AssocRecord,
+    SprioFacts,
+    _epoch,
+    _time_limit,
+    parse_assoc_mgr,
+    parse_config,
+    parse_sprio_facts,
+    parse_squeue,
+    skip_or_raise,
+    squeue_argv,
+)
+
+# ================================================================================================
+# The implementations the pull-speed work replaced (as they were on main), the baseline
+# ================================================================================================
+
+_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
+
+
+def _old_strip_uid(value: str) -> str:
+    m = _NAME_UID.match(value)
+    return m.group(1) if m else value
+
+
+def old_parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
+    """slurm_text.parse_assoc_mgr before: ``re.finditer(r"(\\S+?)=(\\S*)")`` per line."""
+    records: list[AssocRecord] = []
+    block: dict[str, str] = {}
+    start = 0
+
+    def flush():
+        if not block:
+            return
+        w = f"{where}: record at line {start}"
+        try:
+            ident = int(block["ID"])
+        except (KeyError, ValueError):
+            raise InputError("has no numeric ID=", w) from None
+        account = block.get("Account", "")
+        if not account:
+            raise InputError("has no Account=", w)
+        user = _old_strip_uid(block.get("UserName", "")) or None
+        part = block.get("Partition", "") or None
+        shares_field = block.get("SharesRaw/Norm/Level/Factor")
+        usage_field = block.get("UsageRaw/Norm/Efctv")
+        if shares_field is None or usage_field is None:
+            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
+        raw_shares = shares_field.split("/")[0]
+        label = f"{w} ({account}{'/' + user if user else ''})"
+        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
+            shares: int | str = PARENT
+        else:
+            shares = check_shares(raw_shares, label)
+        usage = check_usage(usage_field.split("/")[0], label)
+        parent_id = None
+        pa = block.get("ParentAccount", "")
+        m = _NAME_UID.match(pa)
+        if m:
+            parent_id = int(m.group(2))
+        order: int | str | None = None
+        if block.get("Lineage"):
+            order = block["Lineage"]
+        elif block.get("Lft", "").isdigit():
+            order = int(block["Lft"])
+        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
+
+    in_block = False
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if line.startswith("ClusterName="):
+            flush()
+            block = {}
+            start = lineno
+            in_block = True
+        elif not line.startswith((" ", "\t")):
+            flush()
+            block = {}
+            in_block = False
+            continue
+        if in_block:
+            for m in re.finditer(r"(\S+?)=(\S*)", line):
+                block.setdefault(m.group(1), m.group(2))
+    flush()
+    return records
+
+
+_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
+
+
+def old_parse_tres(text: str | None) -> dict[str, int]:
+    """slurm_text.parse_tres before: a regex per TRES item."""
+    out: dict[str, int] = {}
+    if not text or text in ("(null)", "N/A"):
+        return out
+    for item in text.split(","):
+        if "=" not in item:
+            continue
+        name, value = item.split("=", 1)
+        name = name.strip().lower()
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
+        if not m:
+            raise InputError(f"TRES {item!r} has no numeric count")
+        num = float(m.group(1))
+        unit = m.group(2).upper()
+        if name.split("/")[0] in ("mem", "bb"):
+            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
+        elif unit:
+            num *= 1024.0 ** (_MB_POWER[unit] + 2)
+        out[name] = round(num)
+    return out
+
+
+def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
+    """slurm_text.parse_squeue before: a dict per row, old_parse_tres per job."""
+    jobs = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) != len(SQUEUE_FIELDS):
+            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}",
+                          f"{where}: line {lineno}")
+            continue
+        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
+        try:
+            tres = old_parse_tres(d["tres-alloc"])
+            jobs.append(Job(
+                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
+                account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
+                nice=int(d["Nice"]), state=d["State"], submit_time=_epoch(d["SubmitTime"]),
+                eligible_time=_epoch(d["EligibleTime"]), accrue_time=_epoch(d["AccrueTime"]),
+                cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
+                time_limit=_time_limit(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
+        except (ValueError, InputError) as exc:
+            skip_or_raise(skipped, f"cannot read the job: {exc}",
+                          f"{where}: line {lineno} (job {d['JobID']})")
+    return jobs
+
+
+def old_parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None = None,
+                          skipped: list[str] | None = None) -> dict[int, SprioFacts]:
+    """slurm_text.parse_sprio_facts before: setdefault per row, a SprioFacts per job."""
+    rows: dict[int, list[list[str]]] = {}
+    unreadable: dict[int, str] = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        parts = [p.strip() for p in line.split(SEP)]
+        try:
+            job_id = int(parts[0])
+        except ValueError:
+            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
+        if len(parts) != len(SPRIO_FIELDS):
+            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
+                                  f"expected {len(SPRIO_FIELDS)}")
+            continue
+        rows.setdefault(job_id, []).append(parts)
+    out: dict[int, SprioFacts] = {}
+    for job_id, rs in rows.items():
+        if job_id in unreadable:
+            continue
+        try:
+            site = int(rs[0][2])
+            nice = int(rs[0][3])
+            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
+        except ValueError:
+            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
+            continue
+        if len(rs) > 1:
+            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
+        else:
+            direct = zero and site == 0 and nice == 0
+        out[job_id] = SprioFacts(0 if direct else site, direct)
+    if unreadable:
+        if bad_jobs is None:
+            raise InputError(next(iter(unreadable.values())))
+        bad_jobs.update(unreadable)
+        if skipped is not None:
+            skipped.extend(unreadable.values())
+    return out
+
+
+def old_read_jobs(cmds, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
+    """jobinfo_cli.read_jobs before: squeue's jobs, then a dataclasses.replace per job for sprio's facts."""
+    from fairshared.sources.slurm_text import SQUEUE_ENV
+
+    argv = squeue_argv("all" if running else "PD")
+    jobs = old_parse_squeue(cmds.run_with(argv, SQUEUE_ENV), skipped=skipped)
+    if not jobs:
+        return jobs
+    bad: set[int] = set()
+    facts = old_parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
+                                  bad_jobs=bad if skipped is not None else None, skipped=skipped)
+    out = []
+    for j in jobs:
+        if j.job_id in bad:
+            continue
+        f = facts.get(j.job_id)
+        out.append(replace(j, site_factor=f.site_factor if f else None,
+                           direct_set_prio=bool(f and f.direct_set_prio)))
+    return out
+
+
+def old_in_name_order(associations: list[Association]) -> list[Association]:
+    return [replace(a, order=name_key(a)) for a in associations]
+
+
+def old_infer(candidates: Mapping[str, list[Association]], reported: Mapping[tuple, float]) -> str | None:
+    """engine.sibling_order.infer before: one Fair Tree compute (and tree build) per candidate."""
+    if not reported:
+        return None
+    matching = []
+    for kind, assocs in candidates.items():
+        result = compute(assocs, "fair_tree")
+        t = result.tree
+        ours = {(t.account[i], t.user[i], t.partition[i]): float(result.fairshare[i])
+                for i in range(t.n) if t.user[i] is not None}
+        if all(k in ours and f"{ours[k]:f}" == f"{v:f}" for k, v in reported.items()):
+            matching.append(kind)
+    return matching[0] if len(matching) == 1 else None
+
+
+def old_order_of_22_05(assocs: list[Association], reported: dict, cfg: dict, state: str = LFT):
+    """SlurmCli.order_of_22_05 before: the name-ordered copy, then old_infer."""
+    if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
+        named = old_in_name_order(assocs)
+        seen = old_infer({LFT: assocs, NAME: named}, reported)
+        if (seen or state) == NAME:
+            return named, NAME
+    return assocs, LFT
+
+
+def old_build_tree(associations: list[Association]) -> Tree:
+    """engine.tree.build_tree before: validation and layout per association in Python."""
+    if not associations:
+        raise InputError("the association tree is empty")
+
+    accounts: dict[str, Association] = {}
+    seen: set[tuple] = set()
+    roots: list[Association] = []
+    for a in associations:
+        key = (a.account, a.user, a.partition)
+        if key in seen:
+            raise InputError("duplicate association", a.label())
+        seen.add(key)
+        sh, us = a.shares, a.usage
+        if not ((type(sh) is int and 0 <= sh < 0x7FFFFFFF) or sh == PARENT):
+            check_shares(sh, a.label())
+        if not (type(us) is float and 0.0 <= us < math.inf) and not (us is None and a.user is None):
+            check_usage(us, a.label(), allow_none=a.user is None)
+        if a.user is None:
+            if a.partition is not None:
+                raise InputError("an account association cannot have a partition (only users' can)",
+                                 a.label())
+            if a.account in accounts:
+                raise InputError("duplicate account", a.label())
+            accounts[a.account] = a
+            if a.parent is None:
+                roots.append(a)
+            elif a.parent == a.account:
+                raise InputError("account is its own parent", a.label())
+    if not roots:
+        if not accounts:
+            raise InputError("the tree has no accounts (a root account is required)")
+        raise InputError("the tree has no root account (an account without a parent)")
+    if len(roots) > 1:
+        names = ", ".join(repr(r.account) for r in roots)
+        raise InputError(f"the tree has several root accounts: {names}")
+    root = roots[0]
+
+    children: dict[str, list[Association]] = {name: [] for name in accounts}
+    for a in associations:
+        pa = a.parent_account
+        if pa is None:
+            continue
+        if pa not in children:
+            what = "account" if a.is_user else "parent account"
+            raise InputError(f"{what} {pa!r} does not exist", a.label())
+        children[pa].append(a)
+
+    def sort_siblings(sibs: list[Association], where: str) -> list[Association]:
+        if len(sibs) < 2 or any(s.order is None for s in sibs):
+            return sibs
+        kinds = {type(s.order) for s in sibs}
+        if len(kinds) > 1:
+            raise InputError("sibling order keys mix numbers and strings", where)
+        return sorted(sibs, key=lambda s: s.order)
+
+    ordered: list[Association] = []
+    parent_idx: list[int] = []
+    stack: list[tuple[Association, int]] = [(root, -1)]
+    while stack:
+        a, p = stack.pop()
+        idx = len(ordered)
+        ordered.append(a)
+        parent_idx.append(p)
+        if a.user is None:
+            kids = sort_siblings(children[a.account], f"account {a.account!r}")
+            stack.extend((k, idx) for k in reversed(kids))
+    if len(ordered) != len(associations):
+        reached = {a.key for a in ordered}
+        lost = next(a for a in associations if a.key not in reached)
+        raise InputError("its parent chain never reaches the root account (cyclic parents)", lost.label())
+
+    n = len(ordered)
+    is_user = np.fromiter((a.user is not None for a in ordered), dtype=bool, count=n)
+    use_parent = np.fromiter((a.shares == PARENT for a in ordered), dtype=bool, count=n)
+    shares = np.fromiter((0 if a.shares == PARENT else a.shares for a in ordered), dtype=np.int64, count=n)
+    use_parent[0] = False
+    raw = [a.usage for a in ordered]
+    usage = np.array([0.0 if u is None else u for u in raw], dtype=np.longdouble)
+    tree = Tree(
+        parent=np.array(parent_idx, dtype=np.int64), is_user=is_user, use_parent=use_parent, shares=shares,
+        usage=usage, account=[a.account for a in ordered], user=[a.user for a in ordered],
+        partition=[a.partition for a in ordered],
+        root_shares=root.shares if isinstance(root.shares, int) else 1,
+    )
+    missing = np.fromiter((u is None for u in raw), dtype=bool, count=n)
+    if missing.any():
+        fill_account_usage(tree, missing)
+    return tree
+
+
+def old_parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:
+    """inputs.sshare_dump.parse_sshare before: where built per line, check_usage/check_shares per
+    row, every Association built twice."""
+    header: list[str] | None = None
+    trailing = False
+    col: dict[str, int] = {}
+    associations: list[Association] = []
+    # stack of (depth, account name) for the current path from root
+    path: list[tuple[int, str]] = []
+    accounts: set[str] = set()
+    header_line = 0
+    seen: dict[tuple, int] = {}
+    reported: dict[tuple, float] = {}
+    user_lines: list[tuple[int, str, str]] = []
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        where = f"{name}:{lineno}"
+        if not line.strip():
+            continue
+        if header is None:
+            if "|" not in line and line.lstrip().startswith("{"):
+                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
+            if "|" not in line:
+                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
+            trailing = line.endswith("|")
+            fields = line[:-1].split("|") if trailing else line.split("|")
+            header = [f.strip().lower() for f in fields]
+            col = {h: i for i, h in enumerate(header)}
+            missing = [c for c in REQUIRED if c not in col]
+            if missing:
+                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
+                         "rawusage": "RawUsage"}
+                raise InputError(
+                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
+                    + " (use sshare -a -l -P)",
+                    where,
+                )
+            header_line = lineno
+            continue
+        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
+            continue  # a separator line from a non-parsable paste
+        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
+        if len(fields) != len(header):
+            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
+        acct_field = fields[col["account"]]
+        account = acct_field.strip()
+        depth = len(acct_field) - len(acct_field.lstrip(" "))
+        user = fields[col["user"]].strip() or None
+        partition = fields[col["partition"]].strip() or None if "partition" in col else None
+        if not account:
+            raise InputError("empty Account field", where)
+        shares_text = fields[col["rawshares"]].strip()
+        usage_text = fields[col["rawusage"]].strip()
+        usage = check_usage(usage_text or "0", where)
+        if user is None:
+            # account row: its parent is the nearest shallower account on the path
+            while path and path[-1][0] >= depth:
+                path.pop()
+            parent = path[-1][1] if path else None
+            if parent is None and accounts:  # only the first account row (root) has none
+                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
+                                 where)
+            if account in accounts:
+                raise InputError(f"duplicate account {account!r}", where)
+            if parent is None:
+                shares = 1 if not shares_text else check_shares(shares_text, where)
+            else:
+                if not shares_text:
+                    raise InputError(f"account {account!r} has no RawShares", where)
+                shares = check_shares(shares_text, where)
+            accounts.add(account)
+            path.append((depth, account))
+            associations.append(
+                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
+            )
+        else:
+            user_lines.append((lineno, user, account))  # its account may come later (see below)
+            if not shares_text:
+                raise InputError(f"user {user!r} has no RawShares", where)
+            shares = check_shares(shares_text, where)
+            key = (account, user, partition)
+            if key in seen:
+                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
+                                 f"(first at line {seen[key]})", where)
+            seen[key] = lineno
+            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
+            if fs_text:
+                try:
+                    reported[key] = float(fs_text)
+                except ValueError:
+                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
+                                     where) from None
+            associations.append(
+                Association(
+                    account=account, user=user, parent=account, shares=shares, usage=usage,
+                    partition=partition
+                )
+            )
+    if header is None:
+        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
+    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
+    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
+    for lineno, user, account in user_lines:
+        if account not in accounts:
+            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
+                             f"{name}:{lineno}")
+    if not associations:
+        raise InputError("has a header but no associations", f"{name}:{header_line}")
+    # the dump's row order is the sibling order (see module docstring)
+    ordered = [
+        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
+        for i, a in enumerate(associations)
+    ]
+    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
+                    reported_fairshare=reported)
+
+
+
+# ================================================================================================
+# Synthetic Slurm text
+# ================================================================================================
+
+TRES_LINE = "cpu={},mem={},energy={},node={},billing={},fs/disk={},vmem={},pages={}"
+
+
+def _grp(counts: tuple[int, ...]) -> str:
+    return TRES_LINE.format(*(f"N({c})" for c in counts))
+
+
+def make_cluster(size: int, seed: int = 1) -> list[Association]:
+    """A 22.05 tree of ``size`` associations (synthetic.make_associations' shape): ids in list order,
+    ``lft`` numbered depth first with the newest sibling first (slurmdbd's order), account usage the
+    sum of its subtree, 2 % of users with per-partition associations (two partitions, the same name:
+    equal name keys), 5 % of the groups idle (their accounts tie at LevelFS = inf)."""
+    rng = np.random.default_rng(seed + 1000)
+    base = make_associations(size, seed)
+    accounts = [a for a in base if a.user is None]
+    groups = {a.parent for a in base if a.user is not None and a.parent != "root"}
+    idle = {g for g in sorted(groups) if rng.random() < 0.05}
+    rows: list[Association] = []
+    for a in base:
+        if a.user is None:
+            rows.append(a)
+            continue
+        usage = 0.0 if a.account in idle else round((a.usage or 0.0) + float(rng.integers(0, 100)) / 100, 2)
+        if a.account != "root" and rng.random() < 0.02 and len(rows) + 1 < size:
+            rows.append(replace(a, usage=usage, partition="debug"))
+            rows.append(replace(a, usage=round(usage / 2, 2), partition="gpu"))
+        else:
+            rows.append(replace(a, usage=usage))
+    rows = rows[:size]
+    kids: dict[str, list[Association]] = {a.account: [] for a in accounts}
+    for a in rows[1:]:
+        kids[a.parent_account].append(a)
+    total: dict[str, float] = {}
+
+    def subtotal(acct: str) -> float:  # iterative post-order: trees can be deep enough for recursion
+        order, stack = [], [acct]
+        while stack:
+            x = stack.pop()
+            order.append(x)
+            stack.extend(k.account for k in kids[x] if k.user is None)
+        for x in reversed(order):
+            total[x] = round(sum((total[k.account] if k.user is None else k.usage) for k in kids[x]), 2) + 0.0
+        return total[acct]
+
+    subtotal("root")
+    lft: dict[tuple, int] = {}
+    counter = 0
+    stack = [rows[0]]
+    while stack:  # newest sibling (last in list) first
+        a = stack.pop()
+        counter += 1
+        lft[a.key] = counter
+        if a.user is None:
+            stack.extend(kids[a.account])  # popped last-first
+    return [replace(a, usage=total[a.account] if a.user is None else a.usage, order=lft[a.key]) for a in rows]
+
+
+def assoc_mgr_text(assocs: list[Association], cluster: str = "fsbench") -> str:
+    """``scontrol show assoc_mgr flags=assoc`` as slurmctld 22.05 prints it, in lft order."""
+    ids = {a.key: i for i, a in enumerate(assocs, start=1)}
+    out = ["Current Association Manager state", "", "Association Records", ""]
+    for a in sorted(assocs, key=lambda x: x.order):
+        ident = ids[a.key]
+        uname = f"{a.user}({1000 + ident})" if a.user else ""
+        pa = f"{a.parent}({ids[(a.parent, None, None)]})" if a.user is None and a.parent else ""
+        shares = 2147483647 if a.shares == PARENT else a.shares
+        mins = int(a.usage // 60)
+        out += [
+            f"ClusterName={cluster} Account={a.account} UserName={uname} Partition={a.partition or ''} "
+            f"Priority=0 ID={ident}",
+            f"    SharesRaw/Norm/Level/Factor={shares}/0.00/{max(1, ident % 151)}/0.00",
+            f"    UsageRaw/Norm/Efctv={a.usage:.2f}/0.00/0.00",
+            f"    ParentAccount={pa} Lft={a.order} DefAssoc={'Yes' if a.user else 'No'}",
+            f"    GrpJobs=N({ident % 3}) GrpJobsAccrue=N(0)",
+            f"    GrpSubmitJobs=N({ident % 5}) GrpWall=N({mins / 100:.2f})",
+            f"    GrpTRES={_grp((ident % 7, 0, 0, ident % 2, ident % 7, 0, 0, 0))}",
+            f"    GrpTRESMins={_grp((mins, 0, 0, mins // 32, mins, 0, 0, 0))}",
+            f"    GrpTRESRunMins={_grp((0,) * 8)}",
+            "    MaxJobs= MaxJobsAccrue= MaxSubmitJobs= MaxWallPJ=",
+            "    MaxTRESPJ=",
+            "    MaxTRESPN=",
+            "    MaxTRESMinsPJ=",
+            "    MinPrioThresh=",
+        ]
+    out += ["", "QOS Records", "", "QOS=normal(1)", "    UsageRaw=0.000000", "    GrpJobs=N(0)", ""]
+    return "\n".join(out)
+
+
+def sshare_text(assocs: list[Association]) -> str:
+    """``sshare -a -l -P -m`` as 22.05 prints it: the tree depth first, users then accounts by name,
+    FairShare from Fair Tree under the lft order (what slurmctld holds after a load)."""
+    res = compute(assocs, "fair_tree")
+    t = res.tree
+    fs = {t.key(i): float(res.fairshare[i]) for i in range(t.n) if t.user[i] is not None}
+    kids: dict[str, list[Association]] = {a.account: [] for a in assocs if a.user is None}
+    for a in assocs[1:]:
+        kids[a.parent_account].append(a)
+    rows = ["Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|"
+            "GrpTRESMins|TRESRunMins"]
+    run_mins = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0"
+    stack = [(assocs[0], 0)]
+    while stack:
+        a, depth = stack.pop()
+        shares = "" if a.user is None and a.parent is None else ("parent" if a.shares == PARENT else a.shares)
+        fair = f"{fs[a.key]:f}" if a.user is not None else ""
+        rows.append(f"{' ' * depth}{a.account}|{a.user or ''}|{a.partition or ''}|{shares}|0.012345|"
+                    f"{int(a.usage)}|0.000123|0.004567|{fair}|1.234567||{run_mins}")
+        if a.user is None:
+            stack.extend((k, depth + 1) for k in sorted(kids[a.account], key=name_key, reverse=True))
+    return "\n".join(rows) + "\n"
+
+
+TIME_LIMITS = ("1-00:00:00", "2:00:00", "30:00", "UNLIMITED", "7-00:00:00", "12:00:00")
+REASONS = ("Priority", "Priority", "Priority", "Resources", "AssocGrpCpuLimit", "Dependency")
+
+
+def _tres_request(rng) -> str:
+    cpus = int(rng.choice((1, 2, 4, 8, 16, 32, 64)))
+    nodes = 1 if cpus <= 32 else 2
+    mem = int(rng.choice((1, 2, 4, 8))) * cpus
+    mem_text = f"{mem}G" if rng.random() < 0.8 else f"{mem * 1000}M"
+    tres = f"cpu={cpus},mem={mem_text},node={nodes},billing={cpus}"
+    if rng.random() < 0.1:
+        tres += f",gres/gpu={int(rng.choice((1, 2, 4)))}"
+    return tres
+
+
+def jobs_text(assocs: list[Association], n_jobs: int, seed: int = 1) -> tuple[str, str]:
+    """(squeue -h -a -t PD -O SQUEUE_LONG, sprio -h -o SPRIO_FORMAT) for ``n_jobs`` pending jobs of
+    the tree's users: 8 % array records (``123_[1-100]``, and tasks already split off ``123_7``),
+    10 % in two partitions (two sprio rows), 1 % with an operator-set priority (every factor 0)."""
+    rng = np.random.default_rng(seed + 2000)
+    users = [a for a in assocs if a.user is not None]
+    now = 1_795_000_000
+    squeue, sprio = [], []
+    job_id = 100_000
+    for k in range(n_jobs):
+        job_id += 1
+        a = users[int(rng.integers(0, len(users)))]
+        r = rng.random()
+        if r < 0.04:
+            display = f"{job_id}_[{int(rng.integers(1, 10))}-{int(rng.integers(10, 1000))}]"
+        elif r < 0.08:
+            display = f"{job_id - int(rng.integers(1, 50))}_{int(rng.integers(0, 100))}"
+        else:
+            display = str(job_id)
+        parts = a.partition or ("batch,debug" if rng.random() < 0.1 else "batch")
+        submit = now - int(rng.integers(0, 7 * 86400))
+        direct = rng.random() < 0.01
+        prio = 1 if direct else int(rng.integers(1000, 100000))
+        tres = _tres_request(rng)
+        cpus = tres.split(",")[0][4:]
+        squeue.append(SEP.join([
+            str(job_id), display, a.user, a.account, "normal", str(prio), "0", "PENDING", parts, str(submit),
+            str(submit), str(submit + 5), cpus, "1", TIME_LIMITS[k % len(TIME_LIMITS)], tres,
+            REASONS[k % len(REASONS)]]))
+        for p in parts.split(","):
+            if direct:
+                sprio.append(SEP.join([str(job_id), p, "0", "0", "0", "0", "0", "0", "0", "0", ""]))
+            else:
+                sprio.append(SEP.join([str(job_id), p, str(int(rng.integers(0, 3)) * 100), "0",
+                                       f"{rng.random():.7f}", "0.0000000", f"{rng.random():.7f}",
+                                       f"{rng.random():.7f}", "1.0000000", "0.0000000",
+                                       f"cpu={rng.random():.2f},mem={rng.random():.2f}"]))
+    return "\n".join(squeue) + "\n", "\n".join(sprio) + "\n"
+
+
+CONFIG = """\
+Configuration data as of 2026-11-24T10:00:00
+AccountingStorageEnforce = associations,limits
+AccountingStorageTRES   = cpu,mem,energy,node,billing,fs/disk,vmem,pages,gres/gpu
+ClusterName             = fsbench
+FairShareDampeningFactor = 1
+PriorityDecayHalfLife   = 7-00:00:00
+PriorityCalcPeriod      = 00:05:00
+PriorityFavorSmall      = No
+PriorityFlags           =
+PriorityMaxAge          = 7-00:00:00
+PriorityUsageResetPeriod = NONE
+PriorityType            = priority/multifactor
+PriorityWeightAge       = 1000
+PriorityWeightAssoc     = 0
+PriorityWeightFairShare = 10000
+PriorityWeightJobSize   = 1000
+PriorityWeightPartition = 1000
+PriorityWeightQOS       = 1000
+PriorityWeightTRES      = CPU=1000,Mem=2000,GRES/gpu=3000
+SlurmctldHost[0]        = head1(10.0.0.1)
+SlurmctldPort           = 6817
+SlurmctldTimeout        = 120 sec
+StateSaveLocation       = /var/spool/slurmctld
+SLURM_VERSION           = 22.05.8
+"""
+
+
+@dataclass
+class Canned(SlurmCli):
+    """The command-line source on canned output: no process is started."""
+
+    texts: dict = field(default_factory=dict)
+
+    def _run(self, argv: list[str]) -> str:
+        if argv[:3] == ["scontrol", "show", "config"]:
+            return CONFIG
+        if argv[:3] == ["scontrol", "show", "assoc_mgr"]:
+            return self.texts["assoc_mgr"]
+        if argv[0] in ("sshare", "squeue", "sprio"):
+            return self.texts[argv[0]]
+        raise AssertionError(f"unexpected command {argv}")
+
+
+@dataclass
+class OldCanned(Canned):
+    """The same source with the readers as they were: old_parse_assoc_mgr, old_parse_sshare,
+    old_order_of_22_05 and old_read_jobs, and ``scontrol show config`` parsed twice."""
+
+    def assoc_mgr(self) -> list[AssocRecord]:
+        return old_parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
+
+    def sshare(self) -> Snapshot:
+        text = self.run(["sshare", "-a", "-l", "-P", "-m"])
+        return old_parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
+
+    def order_of_22_05(self, assocs: list[Association], reported: dict, cfg: dict):
+        if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
+            named = old_in_name_order(assocs)
+            seen = old_infer({LFT: assocs, NAME: named}, reported)
+            if seen:
+                self.order_state = seen
+            if self.order_state == NAME:
+                return named, NAME
+        return assocs, LFT
+
+    def pending_jobs(self, skipped: list[str] | None = None) -> list[Job]:
+        return old_read_jobs(self, skipped=skipped)
+
+    def raw_config(self) -> dict[str, str]:
+        parse_config(self.run(["scontrol", "show", "config"]))  # the second parse the snapshot made
+        return super().raw_config()
+
+
+def snapshots_equal(a, b) -> bool:
+    return (a.associations == b.associations and a.jobs == b.jobs
+            and [j.tres for j in a.jobs] == [j.tres for j in b.jobs]
+            and (a.sibling_order, a.config, a.controllers, a.skipped_rows, a.cluster, a.source)
+            == (b.sibling_order, b.config, b.controllers, b.skipped_rows, b.cluster, b.source))
+
+
+# ================================================================================================
+# Timing
+# ================================================================================================
+
+
+def best_of(fn, repeat: int, min_total: float = 0.25) -> float:
+    """Best of at least ``repeat`` runs, and of as many more as fit in ``min_total`` seconds."""
+    best = float("inf")
+    spent = 0.0
+    runs = 0
+    while runs < repeat or (spent < min_total and runs < 200):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        best = min(best, dt)
+        spent += dt
+        runs += 1
+    return best
+
+
+def trees_equal(a: Tree, b: Tree) -> bool:
+    return (a.account == b.account and a.user == b.user and a.partition == b.partition
+            and a.root_shares == b.root_shares
+            and all(np.array_equal(getattr(a, f), getattr(b, f))
+                    and getattr(a, f).dtype == getattr(b, f).dtype
+                    for f in ("parent", "is_user", "use_parent", "shares", "usage")))
+
+
+class Report:
+    def __init__(self, repeat: int):
+        self.repeat = repeat
+        print(f"{'stage':34} {'size':>24} {'seconds':>9} {'old s':>9} {'old/new':>8}", flush=True)
+
+    def row(self, stage: str, size: str, new, old=None, same=None):
+        """Time ``new`` (and ``old``, after checking same(old(), new()) when given)."""
+        if old is not None and same is not None and not same(old(), new()):
+            raise SystemExit(f"{stage} at {size}: the old and the new implementation disagree")
+        t_new = best_of(new, self.repeat)
+        t_old = best_of(old, self.repeat) if old is not None else None
+        cells = f"{t_old:9.4f} {t_old / t_new:8.1f}" if t_old is not None else f"{'':9} {'':8}"
+        print(f"{stage:34} {size:>24} {t_new:9.4f} {cells}", flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--assocs", default="10000,100000", help="association counts for the text stages")
+    ap.add_argument("--jobs", default="5000,100000", help="pending job counts")
+    ap.add_argument("--build", default="10000,100000,1000000", help="association counts for build_tree")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    rep = Report(args.repeat)
+    sizes = [int(s) for s in args.assocs.split(",") if s]
+    job_counts = [int(s) for s in args.jobs.split(",") if s]
+    cfg = {"priority_flags": []}
+
+    for n in sizes:
+        assocs = make_cluster(n)
+        text = assoc_mgr_text(assocs)
+        share = sshare_text(assocs)
+        what = f"{n:,} assocs"
+        rep.row("parse_assoc_mgr", what, lambda: parse_assoc_mgr(text), lambda: old_parse_assoc_mgr(text),
+                lambda a, b: a == b)
+        records = parse_assoc_mgr(text)
+        rep.row("associations_from_assoc_mgr", what, lambda: associations_from_assoc_mgr(records))
+        ours = associations_from_assoc_mgr(records)
+        rep.row("parse_sshare (-a -l -P -m)", what, lambda: parse_sshare(share.splitlines(True), "sshare"),
+                lambda: old_parse_sshare(share.splitlines(True), "sshare"), lambda a, b: a == b)
+        shown = parse_sshare(share.splitlines(True), "sshare")
+        rep.row("check_same_tree", what, lambda: check_same_tree(ours, shown.associations))
+        reported = shown.reported_fairshare
+        rep.row("order_of_22_05 (infer lft/name)", what,
+                lambda: SlurmCli().order_of_22_05(ours, reported, cfg),
+                lambda: old_order_of_22_05(ours, reported, cfg), lambda a, b: a == b)
+        rep.row("build_tree (lft order)", what, lambda: build_tree(ours), lambda: old_build_tree(ours),
+                trees_equal)
+
+    for n in job_counts:
+        assocs = make_cluster(max(1000, min(n, 10000)))
+        squeue, sprio = jobs_text(assocs, n)
+        cmds = Canned(texts={"assoc_mgr": "", "sshare": "", "squeue": squeue, "sprio": sprio})
+        what = f"{n:,} jobs"
+        rep.row("parse_squeue", what, lambda: parse_squeue(squeue), lambda: old_parse_squeue(squeue),
+                lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
+        rep.row("parse_sprio_facts", what, lambda: parse_sprio_facts(sprio),
+                lambda: old_parse_sprio_facts(sprio), lambda a, b: a == b)
+        rep.row("read_jobs (squeue + sprio)", what, lambda: read_jobs(cmds, skipped=[]),
+                lambda: old_read_jobs(cmds, skipped=[]),
+                lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
+
+    for n in [int(s) for s in args.build.split(",") if s]:
+        what = f"{n:,} assocs"
+        if n not in sizes:
+            ours = make_cluster(n)
+        else:
+            ours = associations_from_assoc_mgr(parse_assoc_mgr(assoc_mgr_text(make_cluster(n))))
+        rep.row("build_tree (lft order)", what, lambda: build_tree(ours), lambda: old_build_tree(ours),
+                trees_equal)
+        plain = make_associations(n)  # benchmarks/engine.py's trees: no order, account usage from the users
+        rep.row("build_tree (input order)", what, lambda: build_tree(plain), lambda: old_build_tree(plain),
+                trees_equal)
+
+    for n_assocs, n_jobs in zip(sizes, job_counts):
+        assocs = make_cluster(n_assocs)
+        squeue, sprio = jobs_text(assocs, n_jobs)
+        texts = {"assoc_mgr": assoc_mgr_text(assocs), "sshare": sshare_text(assocs), "squeue": squeue,
+                 "sprio": sprio}
+        cmds, old_cmds = Canned(texts=texts), OldCanned(texts=texts)
+        rep.row("SlurmCli.snapshot (whole pull)", f"{n_assocs:,} assocs {n_jobs:,} jobs",
+                lambda: cmds.snapshot(), lambda: old_cmds.snapshot(), snapshots_equal)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
