@@ -138,8 +138,8 @@ def rate_limit(params: str | None) -> dict | None:
 
 def _uid_of(text: str) -> int | None:
     """``SlurmUser = slurm(64030)`` → 64030."""
-    m = _NAME_UID.match(text.strip())
-    return int(m.group(2)) if m else None
+    m = re.fullmatch(r".*\((\d+)\)", text.strip())
+    return int(m.group(1)) if m else None
 
 
 def controllers(raw: dict[str, str]) -> Controllers:
