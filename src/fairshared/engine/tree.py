@@ -217,7 +217,9 @@ def _build_columns(associations: list[Association]) -> Tree | None:
         root_shares=root_shares if isinstance(root_shares, int) else 1,
     )
     if missing is not None:
-        fill_account_usage(tree, laid_out(missing))
+        missing = laid_out(missing)
+        fill_account_usage(tree, missing)
+        _check_sums(tree, missing)
     return tree
 
 
