@@ -67,7 +67,7 @@ def test_an_array_parent_update_reaches_its_split_pending_tasks(pending):
     array's row (squeue/print.c _combine_pending_array_tasks: same name and partition), so the
     daemon plans for that row, the array's own id, alone; ``scontrol update JobId=<array id>``
     must then reach every record of the array, split ones included (plan.by_array_parent relies on
-    the same).  sprio lists each record on its own: it tells."""
+    the same).  ``squeue -r`` lists each task with its priority, in which the SiteFactor counts."""
     from fairshared.sources.jobinfo_cli import read_jobs
     from fairshared.sources.slurm_cli import SlurmCli
 
@@ -77,16 +77,17 @@ def test_an_array_parent_update_reaches_its_split_pending_tasks(pending):
         for task in (2, 3):  # updating one task splits it off the parent record
             sc.run(["scontrol", "update", f"JobId={arr}_{task}", "SiteFactor=11"])
 
-        def records():  # sprio: one row per job record of the array, its SiteFactor
-            rows = (ln.split("|") for ln in sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout.split())
-            return {i: int(v) for i, v in rows if i.split("_")[0] == str(arr)}
+        def priorities():  # squeue -r: one row per task (split or not), its priority; SiteFactor counts in it
+            out = sc.run(["squeue", "-r", "-h", "-j", str(arr), "-o", "%i|%Q"]).stdout
+            rows = (ln.split("|") for ln in out.split())
+            return {i: int(q) for i, q in rows}
 
-        before = records()
-        assert sorted(before.values()) == [0, 11, 11], before  # the parent record and two split tasks
+        before = priorities()
+        base = before[f"{arr}_1"]  # still in the parent record, SiteFactor 0 (no age: not yet eligible)
+        assert before == {f"{arr}_{t}": base + (11 if t in (2, 3) else 0) for t in range(1, 6)}, before
         rows = [j for j in read_jobs(SlurmCli(env=env)) if j.display_id.startswith(f"{arr}_")]
         assert [j.job_id for j in rows] == [arr], rows  # squeue: one row, the array's own id
         CliUpdater(env=env).apply(PushAction(arr, "site_factor", 321))  # the parent alone: one call
-        after = records()
-        assert after == {i: 321 for i in before}, after
+        assert priorities() == {i: base + 321 for i in before}  # split tasks included
     finally:
         sc.run(["scancel", str(arr)], check=False)
