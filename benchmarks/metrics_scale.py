@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from prometheus_client import CollectorRegistry  # noqa: E402
 
 from fairshared.daemon.cycle import CycleResult  # noqa: E402
 from fairshared.engine import build_tree, compute  # noqa: E402

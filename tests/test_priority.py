@@ -533,8 +533,8 @@ def test_several_qos_operator_set_priority_shows_it_in_every_row():
 
 
 def config_text(version: str, flags: str, conf: str) -> str:
-    return "\n".join([f"ClusterName             = c", f"PriorityFlags           = {flags}",
-                      f"PriorityType            = priority/multifactor", f"SLURM_CONF              = {conf}",
+    return "\n".join(["ClusterName             = c", f"PriorityFlags           = {flags}",
+                      "PriorityType            = priority/multifactor", f"SLURM_CONF              = {conf}",
                       f"SLURM_VERSION           = {version}"]) + "\n"
 
 
