@@ -785,7 +785,7 @@ def trees_equal(a: Tree, b: Tree) -> bool:
 class Report:
     def __init__(self, repeat: int):
         self.repeat = repeat
-        print(f"{'stage':34} {'size':>24} {'seconds':>9} {'old s':>9} {'old/new':>8}", flush=True)
+        print(f"{'stage':32} {'size':>28} {'seconds':>8} {'old s':>8} {'old/new':>7}", flush=True)
 
     def row(self, stage: str, size: str, new, old=None, same=None):
         """Time ``new`` (and ``old``, after checking same(old(), new()) when given)."""
@@ -793,8 +793,8 @@ class Report:
             raise SystemExit(f"{stage} at {size}: the old and the new implementation disagree")
         t_new = best_of(new, self.repeat)
         t_old = best_of(old, self.repeat) if old is not None else None
-        cells = f"{t_old:9.4f} {t_old / t_new:8.1f}" if t_old is not None else f"{'':9} {'':8}"
-        print(f"{stage:34} {size:>24} {t_new:9.4f} {cells}", flush=True)
+        cells = f" {t_old:8.4f} {t_old / t_new:7.1f}" if t_old is not None else ""
+        print(f"{stage:32} {size:>28} {t_new:8.4f}{cells}", flush=True)
 
 
 def main() -> int:
@@ -861,7 +861,7 @@ def main() -> int:
         texts = {"assoc_mgr": assoc_mgr_text(assocs), "sshare": sshare_text(assocs), "squeue": squeue,
                  "sprio": sprio}
         cmds, old_cmds = Canned(texts=texts), OldCanned(texts=texts)
-        rep.row("SlurmCli.snapshot (whole pull)", f"{n_assocs:,} assocs {n_jobs:,} jobs",
+        rep.row("SlurmCli.snapshot (whole pull)", f"{n_assocs:,} assocs, {n_jobs:,} jobs",
                 lambda: cmds.snapshot(), lambda: old_cmds.snapshot(), snapshots_equal)
     return 0
 
