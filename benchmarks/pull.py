@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import math
 import re
 import sys
 import time
@@ -42,7 +41,7 @@ from synthetic import make_associations  # noqa: E402
 
 from fairshared.engine import compute  # noqa: E402
 from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
-from fairshared.engine.tree import Tree, build_tree, fill_account_usage  # noqa: E402
+from fairshared.engine.tree import Tree, _build_checked, build_tree  # noqa: E402
 from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare  # noqa: E402
 from fairshared.model import (  # noqa: E402
     PARENT,
@@ -293,94 +292,9 @@ def old_order_of_22_05(assocs: list[Association], reported: dict, cfg: dict, sta
 
 
 def old_build_tree(associations: list[Association]) -> Tree:
-    """engine.tree.build_tree before: validation and layout per association in Python."""
-    if not associations:
-        raise InputError("the association tree is empty")
-
-    accounts: dict[str, Association] = {}
-    seen: set[tuple] = set()
-    roots: list[Association] = []
-    for a in associations:
-        key = (a.account, a.user, a.partition)
-        if key in seen:
-            raise InputError("duplicate association", a.label())
-        seen.add(key)
-        sh, us = a.shares, a.usage
-        if not ((type(sh) is int and 0 <= sh < 0x7FFFFFFF) or sh == PARENT):
-            check_shares(sh, a.label())
-        if not (type(us) is float and 0.0 <= us < math.inf) and not (us is None and a.user is None):
-            check_usage(us, a.label(), allow_none=a.user is None)
-        if a.user is None:
-            if a.partition is not None:
-                raise InputError("an account association cannot have a partition (only users' can)",
-                                 a.label())
-            if a.account in accounts:
-                raise InputError("duplicate account", a.label())
-            accounts[a.account] = a
-            if a.parent is None:
-                roots.append(a)
-            elif a.parent == a.account:
-                raise InputError("account is its own parent", a.label())
-    if not roots:
-        if not accounts:
-            raise InputError("the tree has no accounts (a root account is required)")
-        raise InputError("the tree has no root account (an account without a parent)")
-    if len(roots) > 1:
-        names = ", ".join(repr(r.account) for r in roots)
-        raise InputError(f"the tree has several root accounts: {names}")
-    root = roots[0]
-
-    children: dict[str, list[Association]] = {name: [] for name in accounts}
-    for a in associations:
-        pa = a.parent_account
-        if pa is None:
-            continue
-        if pa not in children:
-            what = "account" if a.is_user else "parent account"
-            raise InputError(f"{what} {pa!r} does not exist", a.label())
-        children[pa].append(a)
-
-    def sort_siblings(sibs: list[Association], where: str) -> list[Association]:
-        if len(sibs) < 2 or any(s.order is None for s in sibs):
-            return sibs
-        kinds = {type(s.order) for s in sibs}
-        if len(kinds) > 1:
-            raise InputError("sibling order keys mix numbers and strings", where)
-        return sorted(sibs, key=lambda s: s.order)
-
-    ordered: list[Association] = []
-    parent_idx: list[int] = []
-    stack: list[tuple[Association, int]] = [(root, -1)]
-    while stack:
-        a, p = stack.pop()
-        idx = len(ordered)
-        ordered.append(a)
-        parent_idx.append(p)
-        if a.user is None:
-            kids = sort_siblings(children[a.account], f"account {a.account!r}")
-            stack.extend((k, idx) for k in reversed(kids))
-    if len(ordered) != len(associations):
-        reached = {a.key for a in ordered}
-        lost = next(a for a in associations if a.key not in reached)
-        raise InputError("its parent chain never reaches the root account (cyclic parents)", lost.label())
-
-    n = len(ordered)
-    is_user = np.fromiter((a.user is not None for a in ordered), dtype=bool, count=n)
-    use_parent = np.fromiter((a.shares == PARENT for a in ordered), dtype=bool, count=n)
-    shares = np.fromiter((0 if a.shares == PARENT else a.shares for a in ordered), dtype=np.int64, count=n)
-    use_parent[0] = False
-    raw = [a.usage for a in ordered]
-    usage = np.array([0.0 if u is None else u for u in raw], dtype=np.longdouble)
-    tree = Tree(
-        parent=np.array(parent_idx, dtype=np.int64), is_user=is_user, use_parent=use_parent, shares=shares,
-        usage=usage, account=[a.account for a in ordered], user=[a.user for a in ordered],
-        partition=[a.partition for a in ordered],
-        root_shares=root.shares if isinstance(root.shares, int) else 1,
-    )
-    missing = np.fromiter((u is None for u in raw), dtype=bool, count=n)
-    if missing.any():
-        fill_account_usage(tree, missing)
-    return tree
+    """build_tree one association at a time, as before: engine.tree keeps it as the checked path
+    that names errors (it adds only the summed-usage check, a cheap pass)."""
+    return _build_checked(associations)
 
 
 def old_parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:
