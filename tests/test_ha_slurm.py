@@ -31,10 +31,20 @@ W2 = 2_000_000  # the weight after the takeover
 PERIOD = 2.0  # the daemons' cycle period (seconds)
 
 
-def heartbeat() -> tuple[int, int]:
-    """(Unix time, SlurmctldHost index) of the controller in control, from its heartbeat file."""
-    data = (sc.cluster_dir() / "state" / "slurmctld" / "heartbeat").read_bytes()
-    return struct.unpack(">QQ", data[:16])
+def heartbeat(tries: int = 20) -> tuple[int, int]:
+    """(Unix time, SlurmctldHost index) of the controller in control, from its heartbeat file.
+
+    slurmctld rewrites the file as unlink + link, so one read may find nothing: retry for up
+    to a second, as slurmctld's own get_last_heartbeat() and the daemon (HEARTBEAT_TRIES) do."""
+    path = sc.cluster_dir() / "state" / "slurmctld" / "heartbeat"
+    for attempt in range(tries):
+        try:
+            return struct.unpack(">QQ", path.read_bytes()[:16])
+        except (OSError, struct.error):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
 
 
 class Beats(threading.Thread):
@@ -48,7 +58,7 @@ class Beats(threading.Thread):
     def run(self):
         while not self.stop.wait(0.1):
             try:
-                beat = heartbeat()
+                beat = heartbeat(tries=1)
             except (OSError, struct.error):
                 continue  # between the unlink and the link of a rewrite
             if not self.seen or self.seen[-1] != beat:
