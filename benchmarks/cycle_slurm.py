@@ -27,7 +27,11 @@ cycle 1 6.1 s, of it the push 4.1 s (jobs that get the same value share one
 pull + compute 1.9-3.7 s = 1.6-2.4 x sshare (1.1-1.5 s); cycle 2 1.8-2.6 s, nothing pushed.
 2026-11-24 (22.05.8): cycle 1 7.3 s (push 3.6 s), pull + compute 3.6 s = 2.11 x sshare (1.71 s),
 of the pull 2.1 s in Slurm's commands; cycle 2 3.7 s.
-The whole run takes ~3.5 min, most of it building the associations in slurmdbd.
+The whole run takes ~3.5 min, most of it building the associations in slurmdbd.  Each
+``sacctmgr add user`` call costs slurmdbd time in proportion to the associations already there
+(25.11.7, 370 associations a call: 0.5 s at the start, 1.9 s at 19,000), so the build is
+quadratic in the number of calls: 20,000 associations took 103 s in calls of 10 accounts and
+27 s in calls of 100 (--group), 100,000 took 460 s in calls of 100.
 
     python benchmarks/cycle_slurm.py                # 10,000 associations, 5,000 jobs
     python benchmarks/cycle_slurm.py --quick        # 1,000 associations, 500 jobs
@@ -230,9 +234,13 @@ def build_tree(lay: Layout, env: dict) -> None:
                  f"fairshare={rnd.choice((1, 2, 5, 10, 20, 50))}"], env)
     log(f"{lay.accounts} accounts in {time.monotonic() - t0:.1f} s")
     t1 = time.monotonic()
+    done = 0
     for i, (users, accts) in enumerate(lay.batches):
         run(["sacctmgr", "-i", "add", "user", ",".join(users), f"account={','.join(accts)}",
              f"fairshare={rnd.choice((1, 1, 1, 2, 3, 10))}"], env)
+        done += len(users) * len(accts)
+        if (i + 1) % 10 == 0:
+            log(f"  {done} of {len(lay.pairs)} user associations ({time.monotonic() - t1:.0f} s)")
     log(f"{len(lay.pairs)} user associations in {len(lay.batches)} sacctmgr calls, "
         f"{time.monotonic() - t1:.1f} s")
 
@@ -460,6 +468,10 @@ def main() -> int:
                     help="do not tear the instance down (nor remove its users)")
     ap.add_argument("--reuse", action="store_true",
                     help="measure on the instance as it is (kept by an earlier --keep run): build nothing")
+    ap.add_argument("--group", type=int, default=0,
+                    help="accounts per `sacctmgr add user` call (default: 10 up to 20,000 associations, "
+                         "100 above: each call costs time in proportion to the associations already "
+                         "there, so fewer, larger calls build 100,000 in ~8 min instead of ~45)")
     ap.add_argument("--submit-workers", type=int, default=3, help="concurrent sbatch calls (default 3)")
     ap.add_argument("--arrays", type=int, default=0,
                     help="of the --jobs submissions, this many are job arrays of 100 tasks (default 0)")
@@ -481,7 +493,8 @@ def main() -> int:
     setup: dict[str, float] = {}
     state = tempfile.mkdtemp(prefix="fs-bench-state-")
     try:
-        lay = Layout(args.associations, args.unix_users)
+        group = args.group or (10 if args.associations <= 20_000 else 100)
+        lay = Layout(args.associations, args.unix_users, group=group)
         if not args.reuse and (cdir / "etc").exists():
             log(f"purging the earlier instance in {cdir}")
             remove_unix_users(env)
