@@ -17,8 +17,7 @@ import pytest
 import slurm_cluster as sc
 from daemon_proc import Daemon, fairshared_argv, write_config
 from fairshared.model import PARENT
-from fairshared.sinks.base import PushAction
-from fairshared.sources.base import SourceError
+from fairshared.records import PushAction, SourceError
 from fairshared.sources.slurm_cli import SlurmCli
 from fairshared.sources.slurm_text import priority_config
 
@@ -178,7 +177,7 @@ def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_cannot_use_the_c
     # the very import that used to end the process from inside libslurm
     probe = subprocess.run([sys.executable, "-c",
                             "from fairshared.sources.pyslurm_source import import_pyslurm as i\n"
-                            "from fairshared.sources.base import SourceError\n"
+                            "from fairshared.records import SourceError\n"
                             "try:\n    i()\nexcept SourceError as e:\n    print('REFUSED', e)\n"],
                            env=env, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr

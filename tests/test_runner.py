@@ -14,8 +14,7 @@ import pytest
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Job, Snapshot
-from fairshared.sinks.base import JobGone, PushError
-from fairshared.sources.base import SourceError
+from fairshared.records import JobGone, PushError, SourceError
 from fairshared.sources.demo import DemoCluster, DemoSource, DemoUpdater
 
 TREE = [

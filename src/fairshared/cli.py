@@ -17,7 +17,8 @@ from .inputs.priority_snapshot import save_inputs
 from .model import InputError
 from .output import COLUMNS, FORMATS, parse_columns, selected, write
 from .priority import ClusterInfo, PriorityInputs
-from .sources.slurm_cli import SlurmCli, SourceError
+from .records import SourceError
+from .sources.slurm_cli import SlurmCli
 
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 1

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 
 from ..engine.result import Result
 from ..model import Snapshot
-from ..sinks.base import PushAction
-from ..sources.controller import Role
+from ..records import PushAction, Role
 
 OUTCOMES = ("success", "pull_failed", "compute_failed", "push_failed")
 STAGES = ("pull", "compute", "push", "publish")

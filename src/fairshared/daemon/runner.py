@@ -25,9 +25,8 @@ from ..engine import Params, build_tree, compute
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..sinks.base import JobGone, PushError
-from ..sources.base import SourceError
-from ..sources.controller import ControllerCheck, Role
+from ..records import JobGone, PushError, Role, SourceError
+from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
 from .cycle import CycleResult

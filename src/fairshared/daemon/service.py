@@ -33,7 +33,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from .. import __version__
 from ..model import InputError
-from ..sources.base import SourceError
+from ..records import SourceError
 from . import sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
                      with_overrides)

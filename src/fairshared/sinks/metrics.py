@@ -73,7 +73,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
 from ..daemon.logs import get_logger
-from .base import PushAction
+from ..records import PushAction
 
 NS = "fairshared"
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import JobGone, PushAction, PushError
+from ..records import JobGone, PushAction, PushError
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
 LIMIT = 2147483645  # NICE_OFFSET - 3
@@ -58,7 +58,7 @@ class PyslurmUpdater:
 
     def __init__(self, *, fallback: Callable[[PushAction], None] | None = None,
                  timeout: float = 30.0, bin_dir: str | None = None):
-        from ..sources.base import SourceError
+        from ..records import SourceError
         from ..sources.pyslurm_source import import_pyslurm  # lazy: this module imports without pyslurm
 
         try:

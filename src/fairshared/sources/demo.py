@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model import PARENT, Association, Job, Snapshot
 from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
-from ..sinks.base import JobGone, PushAction
+from ..records import JobGone, PushAction
 from ..usage import UsagePolicy
 
 TREE = [

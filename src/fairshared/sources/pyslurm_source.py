@@ -75,7 +75,7 @@ from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
-from .base import SourceError
+from ..records import SourceError
 from .slurm_text import rate_limit
 
 UsageKey = tuple[str, "str | None", "str | None"]
