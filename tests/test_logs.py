@@ -10,7 +10,7 @@ import logging
 import pytest
 import structlog
 
-from fairshared.daemon.logs import configure
+from fairshared.logs import configure
 
 
 @pytest.fixture(autouse=True)

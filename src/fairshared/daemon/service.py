@@ -32,6 +32,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .. import __version__
+from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
 from . import sdnotify, statefiles
@@ -39,7 +40,6 @@ from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_
                      with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
-from .logs import configure, get_logger
 from .requests import CycleRequests
 from .runner import Runner, accounting_cli, period_for
 

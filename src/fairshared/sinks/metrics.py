@@ -72,7 +72,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
-from ..daemon.logs import get_logger
+from ..logs import get_logger
 from ..records import PushAction
 
 NS = "fairshared"
