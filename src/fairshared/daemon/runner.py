@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..cycle import CycleResult
 from ..engine import Params, build_tree, compute
 from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
@@ -30,7 +31,6 @@ from ..records import JobGone, PushError, Role, SourceError
 from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
-from .cycle import CycleResult
 
 DEFAULT_WEIGHT = 10000
 PUSH_BATCH = 200  # job updates between two checks that this daemon's slurmctld is still in control

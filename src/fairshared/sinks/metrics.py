@@ -71,7 +71,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
+from ..cycle import OUTCOMES, STAGES, CycleResult
 from ..logs import get_logger
 from ..records import PushAction
 
