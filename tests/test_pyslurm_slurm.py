@@ -32,7 +32,7 @@ def cluster():
     info = sc.cluster_or_skip("fair_tree")
     os.environ["SLURM_CONF"] = str(info.conf)  # pyslurm reads the conf that SLURM_CONF names
     try:
-        from fairshared.sources.pyslurm_source import import_pyslurm
+        from fairshared.pyslurm_loader import import_pyslurm
 
         ps = import_pyslurm()
     except SourceError as exc:
@@ -176,7 +176,7 @@ def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_cannot_use_the_c
     env = dict(os.environ, SLURM_CONF=str(conf))
     # the very import that used to end the process from inside libslurm
     probe = subprocess.run([sys.executable, "-c",
-                            "from fairshared.sources.pyslurm_source import import_pyslurm as i\n"
+                            "from fairshared.pyslurm_loader import import_pyslurm as i\n"
                             "from fairshared.records import SourceError\n"
                             "try:\n    i()\nexcept SourceError as e:\n    print('REFUSED', e)\n"],
                            env=env, capture_output=True, text=True, timeout=120)

@@ -56,7 +56,7 @@ def make_source_and_updater(config: Config, demo: bool):
         cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
-        from ..sources.pyslurm_source import import_pyslurm
+        from ..pyslurm_loader import import_pyslurm
 
         try:
             import_pyslurm()  # never exits the process: see its docstring
