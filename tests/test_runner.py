@@ -15,7 +15,8 @@ from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Job, Snapshot
 from fairshared.records import JobGone, PushError, SourceError
-from fairshared.sources.demo import DemoCluster, DemoSource, DemoUpdater
+from fairshared.sinks.push_demo import DemoUpdater
+from fairshared.sources.demo import DemoCluster, DemoSource
 
 TREE = [
     Association("root", None, None, 1, None),

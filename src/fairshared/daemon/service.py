@@ -51,7 +51,8 @@ HTTP_GRACE = 5.0  # then requests in progress get this long
 def make_source_and_updater(config: Config, demo: bool):
     kind = "demo" if demo else config.source.kind
     if kind == "demo":
-        from ..sources.demo import DemoCluster, DemoSource, DemoUpdater
+        from ..sinks.push_demo import DemoUpdater
+        from ..sources.demo import DemoCluster, DemoSource
 
         cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
         return DemoSource(cluster), DemoUpdater(cluster)
