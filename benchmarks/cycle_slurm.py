@@ -71,7 +71,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from fairshared import __version__  # noqa: E402
 from fairshared.daemon.config import config_from_dict  # noqa: E402
-from fairshared.daemon.logs import configure as configure_logs  # noqa: E402
+from fairshared.logs import configure as configure_logs  # noqa: E402
 from fairshared.daemon.runner import Runner  # noqa: E402
 from fairshared.daemon.service import make_source_and_updater  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402

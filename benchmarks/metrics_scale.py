@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-from fairshared.daemon.cycle import CycleResult  # noqa: E402
+from fairshared.cycle import CycleResult  # noqa: E402
 from fairshared.engine import build_tree, compute  # noqa: E402
 from fairshared.model import Job, Snapshot  # noqa: E402
-from fairshared.sinks.base import PushAction  # noqa: E402
+from fairshared.records import PushAction  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402
 from synthetic import make_associations  # noqa: E402
 

@@ -590,7 +590,7 @@ def test_a_hung_slurmctld_fails_the_read_without_the_sshare_fallback(cluster):
     sshare waited on slurmctld again, got its answer once it was continued, and the cycle
     "succeeded" after 5.8 s: twice the source timeout on a hung slurmctld, with the fallback's
     coarser usage.  The fallback is for a *refused* assoc_mgr; a timeout fails the read at once."""
-    from fairshared.sources.base import SourceTimeout
+    from fairshared.records import SourceTimeout
     from fairshared.sources.slurm_cli import SlurmCli
 
     timeout = 2.0

@@ -47,7 +47,7 @@ from fairshared.daemon.runner import Runner
 from fairshared.inputs.snapshot import load_snapshot, snapshot_to_dict
 from fairshared.inputs.sshare_dump import parse_sshare
 from fairshared.model import Association, InputError, Job, Snapshot
-from fairshared.sources.base import SourceError
+from fairshared.records import SourceError
 from fairshared.sources.sacct import parse_sacct, parse_tres
 from fairshared.usage import JobRecord, UsagePolicy, compute_usage
 from test_inputs import DUMP

@@ -45,7 +45,7 @@ import fake_slurm_bin as fsb
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.daemon.service import make_source_and_updater
-from fairshared.sinks.base import PushAction
+from fairshared.records import PushAction
 from fairshared.sinks.push_cli import CliUpdater
 from fairshared.sources.sacct import SACCT_FORMAT, IncrementalJobs, SacctJobs
 from fairshared.sources.slurm_cli import SlurmCli

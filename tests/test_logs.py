@@ -10,7 +10,7 @@ import logging
 import pytest
 import structlog
 
-from fairshared.daemon.logs import configure
+from fairshared.logs import configure
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +69,8 @@ def test_compute_failed_logs_the_traceback(tmp_path, monkeypatch):
 def test_a_cycles_console_line_is_short_and_flat():
     from fairshared.daemon.config import config_from_dict
     from fairshared.daemon.runner import Runner
-    from fairshared.sources.demo import DemoCluster, DemoSource, DemoUpdater
+    from fairshared.sinks.push_demo import DemoUpdater
+    from fairshared.sources.demo import DemoCluster, DemoSource
 
     buf = io.StringIO()
     configure("console", "info", buf)

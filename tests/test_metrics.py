@@ -24,13 +24,12 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from fairshared.daemon.cycle import OUTCOMES, STAGES, CycleResult
+from fairshared.cycle import OUTCOMES, STAGES, CycleResult
 from fairshared.engine import compute
 from fairshared.model import Association as A
 from fairshared.model import Job, Snapshot
-from fairshared.sinks.base import PushAction
+from fairshared.records import PushAction, Role
 from fairshared.sinks.metrics import Metrics
-from fairshared.sources.controller import Role
 
 import prometheus_tools
 

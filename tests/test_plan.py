@@ -164,7 +164,7 @@ def test_levels_keep_a_small_drift_from_updating_jobs():
 
 def test_an_array_parent_update_carries_its_split_tasks():
     from fairshared.plan import by_array_parent
-    from fairshared.sinks.base import PushAction
+    from fairshared.records import PushAction
     jobs = [replace(job(100), display_id="100_[5-9]"),  # the pending remainder of array 100
             replace(job(104), display_id="100_4"),  # split pending tasks of array 100
             replace(job(103), display_id="100_3"),

@@ -299,7 +299,7 @@ def test_render_cuts_long_fields_like_sprio():
 
 from fairshared.sources import jobinfo_cli as jc
 from fairshared.sources import slurm_text as st
-from fairshared.sources.base import SourceError
+from fairshared.records import SourceError
 from fairshared.sources.slurm_cli import SlurmCli
 from fairshared.sources.slurm_text import parse_config, parse_squeue, priority_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import slurm_cluster as sc
-from fairshared.sinks.base import JobGone, PushAction
+from fairshared.records import JobGone, PushAction
 from fairshared.sinks.push_cli import CliUpdater
 
 pytestmark = pytest.mark.slurm

@@ -17,8 +17,7 @@ import pytest
 import slurm_cluster as sc
 from daemon_proc import Daemon, fairshared_argv, write_config
 from fairshared.model import PARENT
-from fairshared.sinks.base import PushAction
-from fairshared.sources.base import SourceError
+from fairshared.records import PushAction, SourceError
 from fairshared.sources.slurm_cli import SlurmCli
 from fairshared.sources.slurm_text import priority_config
 
@@ -33,7 +32,7 @@ def cluster():
     info = sc.cluster_or_skip("fair_tree")
     os.environ["SLURM_CONF"] = str(info.conf)  # pyslurm reads the conf that SLURM_CONF names
     try:
-        from fairshared.sources.pyslurm_source import import_pyslurm
+        from fairshared.pyslurm_loader import import_pyslurm
 
         ps = import_pyslurm()
     except SourceError as exc:
@@ -177,8 +176,8 @@ def test_auto_falls_back_to_the_cli_with_a_reason_when_libslurm_cannot_use_the_c
     env = dict(os.environ, SLURM_CONF=str(conf))
     # the very import that used to end the process from inside libslurm
     probe = subprocess.run([sys.executable, "-c",
-                            "from fairshared.sources.pyslurm_source import import_pyslurm as i\n"
-                            "from fairshared.sources.base import SourceError\n"
+                            "from fairshared.pyslurm_loader import import_pyslurm as i\n"
+                            "from fairshared.records import SourceError\n"
                             "try:\n    i()\nexcept SourceError as e:\n    print('REFUSED', e)\n"],
                            env=env, capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr

@@ -14,9 +14,9 @@ import pytest
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Job, Snapshot
-from fairshared.sinks.base import JobGone, PushError
-from fairshared.sources.base import SourceError
-from fairshared.sources.demo import DemoCluster, DemoSource, DemoUpdater
+from fairshared.records import JobGone, PushError, SourceError
+from fairshared.sinks.push_demo import DemoUpdater
+from fairshared.sources.demo import DemoCluster, DemoSource
 
 TREE = [
     Association("root", None, None, 1, None),

@@ -15,8 +15,7 @@ from dataclasses import replace
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Job, Snapshot
-from fairshared.sinks.base import PushError
-from fairshared.sources.base import SourceError
+from fairshared.records import PushError, SourceError
 from test_runner import CFG, TREE  # the same static cluster as the runner's tests
 
 

@@ -326,7 +326,7 @@ class TestPyslurm:
         assert recs[0].end == 1100.0
 
     def test_rpc_error_is_a_source_error(self):
-        from fairshared.sources.base import SourceError
+        from fairshared.records import SourceError
 
         def answer(kw):
             raise RPCError("slurmdbd down")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fairshared.model import PARENT, InputError
-from fairshared.sources.slurm_cli import associations_from_assoc_mgr, check_same_tree, SourceError
+from fairshared.records import SourceError
+from fairshared.sources.slurm_cli import associations_from_assoc_mgr, check_same_tree
 from fairshared.sources.slurm_text import (
     SEP,
     parse_assoc_mgr,

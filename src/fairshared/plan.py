@@ -37,7 +37,7 @@ import numpy as np
 from .engine.result import Result
 from .model import Job
 from .priority import job_priority
-from .sinks.base import PushAction
+from .records import PushAction
 
 LIMIT = 2147483645  # NICE_OFFSET - 3: bound of SiteFactor and Nice
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from .engine.result import Result
 from .model import Job
 from .plan import PushState, by_array_parent, plan, plan_priority
-from .sinks.base import PushAction
+from .records import PushAction
 
 __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
 

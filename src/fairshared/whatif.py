@@ -246,7 +246,7 @@ def order_changes(before: Sequence, after: Sequence) -> list[dict]:
     """Pending jobs whose place in their partition's queue changes.
 
     ``before``/``after``: the queue entries (objects with ``job``, ``partition``, ``priority``) in
-    the scheduler's order, e.g. ``commands.explain.queue_entries``.  Positions are 1-based.
+    the scheduler's order, e.g. ``commands.explain_common.queue_entries``.  Positions are 1-based.
     """
     def places(entries) -> dict[tuple, tuple[int, int]]:
         seen: dict[str, int] = {}

@@ -7,7 +7,6 @@ algorithm's per-level figure, and the jobs just ahead of it (and behind) with wh
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import math
 import sys
@@ -17,8 +16,6 @@ from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
 from ..model import InputError, Job
 from ..priority import (
-    FACTOR_NAMES,
-    Factors,
     PriorityInputs,
     PriorityParams,
     job_priority,
@@ -37,11 +34,13 @@ from .common import (
     save_if_asked,
     warn,
 )
+from .explain_common import duration, queue_entries, utc, why
+from .explain_json import explain_data
+from .explain_vs_cmd import add_arguments as add_vs_arguments
+from .explain_vs_cmd import cmd_explain_vs
 
 LABEL = {"age": "Age", "assoc": "Association", "fairshare": "Fair-share", "jobsize": "Job size",
          "partition": "Partition", "qos": "QOS"}
-IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
-           "partition": "partition", "qos": "QOS"}
 
 
 def register(subparsers) -> None:
@@ -58,7 +57,7 @@ def register(subparsers) -> None:
                    help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
     add_at(e)
     e.add_argument("--neighbours", type=int, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
-    __import__("fairshared.commands.explain_vs_cmd", fromlist=["add_arguments"]).add_arguments(e)
+    add_vs_arguments(e)
     e.set_defaults(func=cmd_explain)
 
 
@@ -66,73 +65,9 @@ def _fmt_points(x: float) -> str:
     return f"{x:,.2f}"
 
 
-def _duration(seconds: int) -> str:
-    seconds = int(seconds)
-    if seconds <= 0:
-        return "0 s"
-    d, rem = divmod(seconds, 86400)
-    h, rem = divmod(rem, 3600)
-    m, s = divmod(rem, 60)
-    parts = [f"{d} d" if d else "", f"{h} h" if h else "", f"{m} min" if m else "", f"{s} s" if s and not d else ""]
-    return " ".join(p for p in parts if p)
-
-
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
-
-
-def _utc(ts: int) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def queue_entries(pi: PriorityInputs, result: Result, params: PriorityParams, now: int) -> list[Factors]:
-    """Every (job, partition) the scheduler would consider, in its order.
-
-    sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
-    first, then submit time, then job id (reservations and preemption, which come
-    first there, are not modelled).
-    """
-    fs = fairshare_of(result)
-    entries: list[Factors] = []
-    for j in pi.jobs:
-        if listed_by_sprio(j, params, now):
-            entries.extend(job_priority(j, fs(j), pi.cluster, params, now))
-
-    def tier(f: Factors) -> int:
-        p = pi.cluster.partitions.get(f.partition)
-        return p.priority_tier if p else 0
-
-    return sorted(entries, key=lambda f: (-tier(f), -f.priority, f.job.submit_time, f.job.job_id))
-
-
-def _differences(a: Factors, b: Factors) -> list[tuple[str, float]]:
-    """Points by which a's priority exceeds b's, per factor (largest first)."""
-    out = []
-    for k in FACTOR_NAMES:
-        d = a.weighted[k] - b.weighted[k]
-        if abs(d) >= 0.005:
-            out.append((IN_TEXT[k], d))
-    tres = sorted(set(a.tres_weighted) | set(b.tres_weighted))
-    for t in tres:
-        d = a.tres_weighted.get(t, 0.0) - b.tres_weighted.get(t, 0.0)
-        if abs(d) >= 0.005:
-            out.append((f"TRES {t}", d))
-    if a.site != b.site:
-        out.append(("site factor", float(a.site - b.site)))
-    if a.nice != b.nice:
-        out.append(("nice", float(b.nice - a.nice)))
-    return sorted(out, key=lambda kv: -abs(kv[1]))
-
-
-def _why(a: Factors, b: Factors) -> str:
-    if a.direct or b.direct:
-        who = [f"{x.job.job_id}" for x in (a, b) if x.direct]
-        return f"priority fixed by an operator for job {' and '.join(who)}"
-    diffs = _differences(a, b)
-    if not diffs:
-        return "no factor differs (the earlier submission, then the lower job id, goes first)"
-    return ", ".join(f"{name} {d:+,.0f}" if abs(d) >= 10 else f"{name} {d:+.1f}" for name, d in diffs)
 
 
 def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, when: str,
@@ -153,7 +88,7 @@ def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, whe
       f"partition {parts}, QOS {job.qos or '-'}")
     w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
       + f"; Slurm's current priority: {job.priority}")
-    w(f"fairshared, with the {algorithm} fair-share algorithm, evaluated at {_utc(now)} ({when}):")
+    w(f"fairshared, with the {algorithm} fair-share algorithm, evaluated at {utc(now)} ({when}):")
     pending = listed_by_sprio(job, params, now)
     if job.priority == 0:
         w("  the job is held (priority 0): Slurm does not rank it until it is released.")
@@ -223,9 +158,9 @@ def _age_line(job: Job, params: PriorityParams, now: int) -> str:
         return "Age: the job is not accruing age yet (no accrue time: not eligible, held, dependent or over a limit)."
     waited = max(0, now - job.accrue_time)
     if params.max_age and waited < params.max_age:
-        return (f"Age: waiting {_duration(waited)} of PriorityMaxAge {_duration(params.max_age)}: "
+        return (f"Age: waiting {duration(waited)} of PriorityMaxAge {duration(params.max_age)}: "
                 f"{waited} / {params.max_age} = {waited / params.max_age:.6f}.")
-    return f"Age: waiting {_duration(waited)}, at least PriorityMaxAge {_duration(params.max_age)}: the full 1.0."
+    return f"Age: waiting {duration(waited)}, at least PriorityMaxAge {duration(params.max_age)}: the full 1.0."
 
 
 def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: float = 1.0) -> list[str]:
@@ -339,28 +274,26 @@ def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now:
         lines.append("Just ahead of it:")
         for e in reversed(ahead):
             lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
-                         f"{e.priority - me.priority:+,} — {_why(e, me)}")
+                         f"{e.priority - me.priority:+,} — {why(e, me)}")
     else:
         lines.append("Nothing is ahead of it in this partition.")
     if behind:
         lines.append("Just behind it:")
         for e in behind:
             lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
-                         f"{e.priority - me.priority:+,} — {_why(e, me)}")
+                         f"{e.priority - me.priority:+,} — {why(e, me)}")
     return lines
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
     if getattr(args, "vs", None):
-        return __import__("fairshared.commands.explain_vs_cmd", fromlist=["x"]).cmd_explain_vs(args)
+        return cmd_explain_vs(args)
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
     save_if_asked(args, pi, now)
     if args.format == "json":
-        from .explain_json import explain_data
-
         data = explain_data(pi, args.job, engine_result(pi.snapshot, algorithm), now, when, args.neighbours)
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -12,6 +12,7 @@ from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
 from ..model import InputError
 from ..priority import Factors, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+from .explain_common import queue_entries, why
 
 
 def _num(x) -> float | str | None:
@@ -59,8 +60,6 @@ def explain_data(pi: PriorityInputs, job_ref: str, result: Result, now: int, whe
                  neighbours: int = 3) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
     the fair-share path from root, its place in the queue and the jobs just ahead and behind."""
-    from .explain import _why, queue_entries
-
     params = PriorityParams.from_config(pi.snapshot.config or {})
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
@@ -76,8 +75,8 @@ def explain_data(pi: PriorityInputs, job_ref: str, result: Result, now: int, whe
         pos = next(q for q, e in enumerate(same) if e.job.job_id == job.job_id)
         queue = {"partition": me.partition, "place": pos + 1, "of": len(same),
                  "order": ["priority_tier", "priority", "submit_time", "job_id"],
-                 "ahead": [_neighbour(e, me, _why) for e in reversed(same[max(0, pos - neighbours):pos])],
-                 "behind": [_neighbour(e, me, _why) for e in same[pos + 1:pos + 1 + neighbours]]}
+                 "ahead": [_neighbour(e, me, why) for e in reversed(same[max(0, pos - neighbours):pos])],
+                 "behind": [_neighbour(e, me, why) for e in same[pos + 1:pos + 1 + neighbours]]}
     users = int(result.tree.is_user.sum())
     return {
         "job": {"job_id": job.job_id, "display_id": job.display_id or str(job.job_id), "user": job.user,

@@ -14,7 +14,7 @@ import sys
 from ..explain_vs import explain_vs
 from ..priority import PriorityParams
 from .common import evaluate, save_if_asked
-from .explain import _utc
+from .explain_common import utc
 
 
 def add_arguments(e: argparse.ArgumentParser) -> None:
@@ -63,7 +63,7 @@ def render_vs(data: dict, when: str = "") -> str:
     out: list[str] = []
     w = out.append
     alg = data["algorithm"]
-    w(f"{_who(a)} vs {_who(b)} — {alg}, evaluated at {_utc(data['evaluated_at'])}" + (f" ({when})" if when else ""))
+    w(f"{_who(a)} vs {_who(b)} — {alg}, evaluated at {utc(data['evaluated_at'])}" + (f" ({when})" if when else ""))
     hi = data["higher"]
     if hi is None:
         w("They rank equal.")

@@ -32,7 +32,7 @@ from .common import (
     warn,
 )
 from .compare import parse_weights
-from .explain import _duration, queue_entries
+from .explain_common import duration, queue_entries
 
 
 class _EditAction(argparse.Action):
@@ -209,7 +209,7 @@ def _recovery_text(r: dict) -> list[str]:
     who = f"{a['user']} in {a['account']}"
     goal = f"FairShare {r['target']:.6f}" if r["target"] is not None else f"rank {r['target_rank']}"
     lines = [f"Recovery of {who} to {goal} if it runs nothing more ({r['algorithm']}; PriorityDecayHalfLife "
-             f"{_duration(int(r['half_life_seconds']))}, PriorityCalcPeriod {_duration(int(r['calc_period_seconds']))}: "
+             f"{duration(int(r['half_life_seconds']))}, PriorityCalcPeriod {duration(int(r['calc_period_seconds']))}: "
              f"usage × {r['decay_per_period']:.9f} per period):"]
     lines.append(f"  now: FairShare {r['fairshare_now']:.6f}, rank {r['rank_now']}.")
     others = ("nobody runs anything, so every association's usage decays by the same factor"
@@ -217,7 +217,7 @@ def _recovery_text(r: dict) -> list[str]:
     if r["periods"] == 0:
         lines.append(f"  Already there ({others}).")
     elif r["periods"] is not None:
-        lines.append(f"  After {r['periods']:,} calc periods = {_duration(int(r['seconds']))} ({others}): "
+        lines.append(f"  After {r['periods']:,} calc periods = {duration(int(r['seconds']))} ({others}): "
                      f"FairShare {r['fairshare_then']:.6f}, rank {r['rank_then']}.")
     elif r["others"] == "decay":
         lines.append(f"  Never by decay alone: {others}, and every algorithm reads usage only as ratios "
@@ -226,7 +226,7 @@ def _recovery_text(r: dict) -> list[str]:
                      + (f", or the next PriorityUsageResetPeriod={r['reset_period']} reset, which zeroes all usage."
                         if r["reset_period"] != "NONE" else "."))
     else:
-        lines.append(f"  Never: even after {r['horizon_periods']:,} periods ({_duration(int(r['horizon_periods'] * r['calc_period_seconds']))}),"
+        lines.append(f"  Never: even after {r['horizon_periods']:,} periods ({duration(int(r['horizon_periods'] * r['calc_period_seconds']))}),"
                      f" with its usage all but gone, FairShare {r['fairshare_at_horizon']:.6f}, rank "
                      f"{r['rank_at_horizon']}: the target needs others to grow (or it has too few shares).")
     return lines

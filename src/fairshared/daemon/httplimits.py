@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from waitress.channel import HTTPChannel
 
-from .logs import get_logger
+from ..logs import get_logger
 
 __all__ = ["DeadlineChannel", "Pressure", "close_slow_requests"]
 

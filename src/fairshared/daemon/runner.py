@@ -21,17 +21,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..cycle import CycleResult
 from ..engine import Params, build_tree, compute
+from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..sinks.base import JobGone, PushError
-from ..sources.base import SourceError
-from ..sources.controller import ControllerCheck, Role
+from ..records import JobGone, PushError, Role, SourceError
+from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
-from .cycle import CycleResult
-from .logs import get_logger
 
 DEFAULT_WEIGHT = 10000
 PUSH_BATCH = 200  # job updates between two checks that this daemon's slurmctld is still in control

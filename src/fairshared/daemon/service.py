@@ -32,14 +32,14 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .. import __version__
+from ..logs import configure, get_logger
 from ..model import InputError
-from ..sources.base import SourceError
+from ..records import SourceError
 from . import sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
                      with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
-from .logs import configure, get_logger
 from .requests import CycleRequests
 from .runner import Runner, accounting_cli, period_for
 
@@ -51,12 +51,13 @@ HTTP_GRACE = 5.0  # then requests in progress get this long
 def make_source_and_updater(config: Config, demo: bool):
     kind = "demo" if demo else config.source.kind
     if kind == "demo":
-        from ..sources.demo import DemoCluster, DemoSource, DemoUpdater
+        from ..sinks.push_demo import DemoUpdater
+        from ..sources.demo import DemoCluster, DemoSource
 
         cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
-        from ..sources.pyslurm_source import import_pyslurm
+        from ..pyslurm_loader import import_pyslurm
 
         try:
             import_pyslurm()  # never exits the process: see its docstring

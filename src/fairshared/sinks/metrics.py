@@ -71,9 +71,9 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from ..daemon.cycle import OUTCOMES, STAGES, CycleResult
-from ..daemon.logs import get_logger
-from .base import PushAction
+from ..cycle import OUTCOMES, STAGES, CycleResult
+from ..logs import get_logger
+from ..records import PushAction
 
 NS = "fairshared"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from .base import JobGone, PushAction, PushError
+from ..records import JobGone, PushAction, PushError
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import JobGone, PushAction, PushError
+from ..pyslurm_loader import import_pyslurm
+from ..records import JobGone, PushAction, PushError, SourceError
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
 LIMIT = 2147483645  # NICE_OFFSET - 3
@@ -58,9 +59,6 @@ class PyslurmUpdater:
 
     def __init__(self, *, fallback: Callable[[PushAction], None] | None = None,
                  timeout: float = 30.0, bin_dir: str | None = None):
-        from ..sources.base import SourceError
-        from ..sources.pyslurm_source import import_pyslurm  # lazy: this module imports without pyslurm
-
         try:
             pyslurm = import_pyslurm()  # never ends the process (see there)
         except SourceError as exc:

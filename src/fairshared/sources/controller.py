@@ -32,28 +32,15 @@ import http.client
 import os
 import socket
 import time
-from dataclasses import dataclass
 
 from ..model import Controllers
+from ..records import Role
 from .slurm_text import parse_heartbeat
 
-__all__ = ["ControllerCheck", "Role"]
+__all__ = ["ControllerCheck"]
 
 READYZ_TIMEOUT = 2.0  # seconds for slurmctld's HTTP probe; past it the heartbeat decides
 HEARTBEAT_TRIES = 3  # the file is rewritten as unlink + link: a read may miss it (get_last_heartbeat retries too)
-
-
-@dataclass(frozen=True)
-class Role:
-    """``active``: this daemon may push; ``host``: its SlurmctldHost name (None: not a head node or
-    not decided); ``detail``: how it was decided, for the log line and the status; ``fault``: standby
-    because something is misconfigured (no such host, an unreadable heartbeat), not because the
-    other head is in control: the runner logs it as a warning."""
-
-    active: bool
-    host: str | None
-    detail: str
-    fault: bool = False
 
 
 class ControllerCheck:

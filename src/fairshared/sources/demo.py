@@ -13,9 +13,9 @@ half-life 1 h), summed over the last :data:`WINDOW` periods (40 half-lives: what
 under 10^-12).  A job submitted in period k waits a geometric number of periods (a quarter start
 each period); job ids count up by :data:`SLOTS` per period, wrapping at Slurm's MaxJobId.
 
-The daemon's pushes are the only state: :class:`DemoCluster` keeps what :class:`DemoUpdater` wrote
-(SiteFactor, Nice or Priority) per job id while the job is pending, so a cycle with nothing new
-pushes nothing.
+The daemon's pushes are the only state: :class:`DemoCluster` keeps what the demo's job updater
+(:class:`fairshared.sinks.push_demo.DemoUpdater`) wrote (SiteFactor, Nice or Priority) per job id
+while the job is pending, so a cycle with nothing new pushes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import numpy as np
 
 from ..model import PARENT, Association, Job, Snapshot
 from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
-from ..sinks.base import JobGone, PushAction
 from ..usage import UsagePolicy
 
 TREE = [
@@ -276,21 +275,3 @@ class DemoSource:
 
     def priority_inputs(self, *, sshare: bool = False) -> PriorityInputs:
         return self.cluster.inputs()
-
-
-class DemoUpdater:
-    name = "demo"
-
-    def __init__(self, cluster: DemoCluster):
-        self.cluster = cluster
-
-    def apply(self, action: PushAction) -> None:
-        c = self.cluster
-        if not c.pending(action.job_id):
-            raise JobGone(f"job {action.job_id} is no longer pending")
-        with c.lock:
-            fields = c.pushed.setdefault(action.job_id, {})
-            if action.field == "priority":  # as scontrol update Priority=: fixed from now on
-                fields.update(priority=action.new, direct_set_prio=True)
-            else:
-                fields[action.field] = action.new

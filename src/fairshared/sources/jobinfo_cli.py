@@ -1,7 +1,7 @@
 """Read what the job-priority formulas need from a live cluster, through Slurm's CLI.
 
 Commands (argv lists, each with the source's timeout; a failure raises
-:class:`~fairshared.sources.base.SourceError` naming the command):
+:class:`~fairshared.records.SourceError` naming the command):
 
 * ``scontrol show config``                 — weights, flags, PriorityMaxAge, TRES order,
   StateSaveLocation (``SLURM_TIME_FORMAT`` does not matter here);

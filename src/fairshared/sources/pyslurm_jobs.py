@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from ..records import SourceError
 from ..usage import BadRecord, JobRecord, report_bad
-from .base import SourceError
 from .sacct import IncrementalJobs
 
 _NODE_TRES = ("cpu", "mem", "node", "billing", "energy")

@@ -2,7 +2,7 @@
 
 Every command here is an argv list run with a timeout through
 :meth:`fairshared.sources.slurm_cli.SlurmCli.run` (a failure is a
-:class:`~fairshared.sources.base.SourceError` naming the command):
+:class:`~fairshared.records.SourceError` naming the command):
 
 * ``sacct -P -n -X -a -D --noconvert -o FIELDS -S START -E END`` with
   ``SLURM_TIME_FORMAT=%s`` (epoch seconds: no time-zone or DST ambiguity in

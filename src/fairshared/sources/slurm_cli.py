@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer_lft_or_name
 from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, Controllers, InputError, Job, Snapshot
-from .base import SourceError, SourceTimeout
+from ..records import SourceError, SourceTimeout
 from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
 from .slurm_commands import SlurmCommands
 from .slurm_text import (

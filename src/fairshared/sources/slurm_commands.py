@@ -15,7 +15,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from .base import SourceError, SourceTimeout
+from ..records import SourceError, SourceTimeout
 
 __all__ = ["SlurmCommands"]
 

@@ -4,6 +4,9 @@ Console lines are ``<local time> <level> <event> key=value ...``, flat (a cycle'
 ``pull_s=`` ... fields, not a dict) and short: :data:`CONSOLE_QUIET` leaves out of a console line
 the keys that hold their usual value or are logged on a line of their own, and stage seconds are
 shown to the millisecond.  JSON lines keep every key, with an ISO UTC timestamp to the µs.
+
+The daemon configures it (``daemon/service.py``); every layer may log through :func:`get_logger`,
+so it imports nothing of fairshared.
 """
 
 from __future__ import annotations

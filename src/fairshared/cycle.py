@@ -1,13 +1,16 @@
-"""What one daemon cycle produced: the record every sink and log line reads."""
+"""What one daemon cycle produced: the record every sink and log line reads.
+
+It holds the engine's :class:`~fairshared.engine.result.Result`, so it sits in the core layer, above
+the engine and below the sinks (``sinks/metrics.py``) and the daemon that read it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.result import Result
-from ..model import Snapshot
-from ..sinks.base import PushAction
-from ..sources.controller import Role
+from .engine.result import Result
+from .model import Snapshot
+from .records import PushAction, Role
 
 OUTCOMES = ("success", "pull_failed", "compute_failed", "push_failed")
 STAGES = ("pull", "compute", "push", "publish")

@@ -1,0 +1,84 @@
+"""What ``explain``, ``explain --vs``, ``explain --format json`` and ``whatif`` share.
+
+The scheduler's queue order, the words for what separates two jobs in it, and how a time and a
+duration are written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from ..engine.ranks import fairshare_of
+from ..engine.result import Result
+from ..priority import FACTOR_NAMES, Factors, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+
+IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
+           "partition": "partition", "qos": "QOS"}
+
+
+def duration(seconds: int) -> str:
+    """``93784`` → ``1 d 2 h 3 min`` (seconds only below a day)."""
+    seconds = int(seconds)
+    if seconds <= 0:
+        return "0 s"
+    d, rem = divmod(seconds, 86400)
+    h, rem = divmod(rem, 3600)
+    m, s = divmod(rem, 60)
+    parts = [f"{d} d" if d else "", f"{h} h" if h else "", f"{m} min" if m else "",
+             f"{s} s" if s and not d else ""]
+    return " ".join(p for p in parts if p)
+
+
+def utc(ts: int) -> str:
+    """Unix seconds as ``2026-01-01 00:00:00 UTC``."""
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def queue_entries(pi: PriorityInputs, result: Result, params: PriorityParams, now: int) -> list[Factors]:
+    """Every (job, partition) the scheduler would consider, in its order.
+
+    sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
+    first, then submit time, then job id (reservations and preemption, which come
+    first there, are not modelled).
+    """
+    fs = fairshare_of(result)
+    entries: list[Factors] = []
+    for j in pi.jobs:
+        if listed_by_sprio(j, params, now):
+            entries.extend(job_priority(j, fs(j), pi.cluster, params, now))
+
+    def tier(f: Factors) -> int:
+        p = pi.cluster.partitions.get(f.partition)
+        return p.priority_tier if p else 0
+
+    return sorted(entries, key=lambda f: (-tier(f), -f.priority, f.job.submit_time, f.job.job_id))
+
+
+def _differences(a: Factors, b: Factors) -> list[tuple[str, float]]:
+    """Points by which a's priority exceeds b's, per factor (largest first)."""
+    out = []
+    for k in FACTOR_NAMES:
+        d = a.weighted[k] - b.weighted[k]
+        if abs(d) >= 0.005:
+            out.append((IN_TEXT[k], d))
+    tres = sorted(set(a.tres_weighted) | set(b.tres_weighted))
+    for t in tres:
+        d = a.tres_weighted.get(t, 0.0) - b.tres_weighted.get(t, 0.0)
+        if abs(d) >= 0.005:
+            out.append((f"TRES {t}", d))
+    if a.site != b.site:
+        out.append(("site factor", float(a.site - b.site)))
+    if a.nice != b.nice:
+        out.append(("nice", float(b.nice - a.nice)))
+    return sorted(out, key=lambda kv: -abs(kv[1]))
+
+
+def why(a: Factors, b: Factors) -> str:
+    """What puts ``a`` ahead of (or behind) ``b``, in words: the factors that differ, largest first."""
+    if a.direct or b.direct:
+        who = [f"{x.job.job_id}" for x in (a, b) if x.direct]
+        return f"priority fixed by an operator for job {' and '.join(who)}"
+    diffs = _differences(a, b)
+    if not diffs:
+        return "no factor differs (the earlier submission, then the lower job id, goes first)"
+    return ", ".join(f"{name} {d:+,.0f}" if abs(d) >= 10 else f"{name} {d:+.1f}" for name, d in diffs)

@@ -1,0 +1,28 @@
+"""The demo's job updater: ``fairshared run --demo`` pushes into the simulated cluster.
+
+It writes into a :class:`fairshared.sources.demo.DemoCluster` (its ``pending()``, ``lock`` and
+``pushed``), which the daemon hands to both the demo source and this updater; the sinks do not
+import the sources, so the cluster is taken as it comes.
+"""
+
+from __future__ import annotations
+
+from ..records import JobGone, PushAction
+
+
+class DemoUpdater:
+    name = "demo"
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def apply(self, action: PushAction) -> None:
+        c = self.cluster
+        if not c.pending(action.job_id):
+            raise JobGone(f"job {action.job_id} is no longer pending")
+        with c.lock:
+            fields = c.pushed.setdefault(action.job_id, {})
+            if action.field == "priority":  # as scontrol update Priority=: fixed from now on
+                fields.update(priority=action.new, direct_set_prio=True)
+            else:
+                fields[action.field] = action.new
