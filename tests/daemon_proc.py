@@ -34,16 +34,47 @@ def write_config(path: Path, text: str) -> Path:
     return path
 
 
-class Daemon:
-    """A `fairshared run` child process with its log in a file (JSON lines: not a terminal)."""
+def as_user_argv_env(env: dict) -> tuple[list[str], dict]:
+    """``python -m fairshared`` and its environment for a process that runs as another (non-root)
+    user: the system's interpreter of this one's version (the one running the tests may live in
+    root's home, which others cannot enter), finding this checkout's code and this environment's
+    packages on PYTHONPATH (both must be readable by that user)."""
+    import sysconfig
 
-    def __init__(self, tmp: Path, *args: str, env: dict | None = None):
+    import fairshared
+
+    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    python = next((p for p in (f"/usr/bin/{want}", f"/usr/local/bin/{want}") if os.access(p, os.X_OK)), None)
+    if python is None:
+        raise RuntimeError(f"no system {want} to run the daemon as another user with (the tests' "
+                           f"interpreter, {sys.executable}, may be in a directory only root can enter)")
+    src = str(Path(fairshared.__file__).resolve().parent.parent)
+    paths = [src, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    out = dict(env)
+    out["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return [python, "-m", "fairshared"], out
+
+
+class Daemon:
+    """A `fairshared run` child process with its log in a file (JSON lines: not a terminal);
+    ``user``: run it as that Unix user (the test runs as root) instead of this process's."""
+
+    def __init__(self, tmp: Path, *args: str, env: dict | None = None, user: str | None = None):
         self.port = free_port()
         self.log_path = tmp / "daemon.log"
         self.log_file = open(self.log_path, "w")
-        self.argv = fairshared_argv() + ["run", "--listen", f"127.0.0.1:{self.port}", *args]
+        env = env or os.environ.copy()
+        argv0, ids = fairshared_argv(), {}
+        if user is not None:
+            import pwd
+
+            pw = pwd.getpwnam(user)
+            argv0, env = as_user_argv_env(env)
+            env["HOME"] = str(tmp)
+            ids = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": str(tmp)}
+        self.argv = argv0 + ["run", "--listen", f"127.0.0.1:{self.port}", *args]
         self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env or os.environ.copy())
+                                     stdin=subprocess.DEVNULL, env=env, **ids)
 
     @property
     def url(self) -> str:

@@ -46,7 +46,9 @@ SLURM_VERSION = os.environ.get("FAIRSHARED_SLURM_VERSION", "22.05")
 SERIES = tuple(int(x) for x in SLURM_VERSION.split(".")[:2])  # (25, 11)
 PARTITIONS = ("debug", "high")  # debug is the default partition
 PRIORITY_MODES = ("fair_tree", "classic")
-SETTINGS = ("default", "site")  # up --settings: "site" adds the priority settings sites use (see up)
+# up --settings: "site" adds the priority settings sites use, "rate-limit" slurmctld's per-user RPC
+# rate limit (see up)
+SETTINGS = ("default", "site", "rate-limit")
 
 # First start may install Debian packages (apt-get update + install).
 UP_TIMEOUT = 2400.0  # a release built from source takes ~6 min on 2 cores, more when loaded

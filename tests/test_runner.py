@@ -341,6 +341,10 @@ def test_rate_limit_from_slurmctld_parameters():
     assert rate_limit("RL_ENABLE") == {"bucket_size": 30, "refill_rate": 2, "refill_period": 1}
     assert rate_limit("rl_enable,rl_refill_rate=10,rl_bucket_size=50,rl_refill_period=2,rl_log_freq=0") == \
         {"bucket_size": 50, "refill_rate": 10, "refill_period": 2}
+    # 23.02 brought the limit; 22.05 takes rl_enable and ignores it (test_rate_limit_slurm.py)
+    assert rate_limit("rl_enable", "22.05.8") is None
+    assert rate_limit("rl_enable", "23.02.0")["bucket_size"] == 30
+    assert rate_limit("rl_enable", "25.11.7")["refill_rate"] == 2
 
 
 def test_a_push_over_the_rate_goes_largest_change_first_and_keeps_the_rest_for_later(tmp_path, monkeypatch):

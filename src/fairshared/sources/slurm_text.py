@@ -110,22 +110,24 @@ def priority_config(raw: dict[str, str]) -> dict:
         "weight_tres": tres,
         "accounting_storage_enforce": enforce,
         "site_factor_plugin": None if plugin in ("(null)", "") else plugin,
-        "rate_limit": rate_limit(raw.get("SlurmctldParameters")),
+        "rate_limit": rate_limit(raw.get("SlurmctldParameters"), raw.get("SLURM_VERSION")),
         "slurm_user_uid": _uid_of(raw.get("SlurmUser", "")),
     }
 
 
-def rate_limit(params: str | None) -> dict | None:
-    """slurmctld's RPC rate limiting from ``SlurmctldParameters``, None when off.
+def rate_limit(params: str | None, version: str | None = None) -> dict | None:
+    """slurmctld's RPC rate limiting from ``SlurmctldParameters``, None when off or when ``version``
+    (SLURM_VERSION) is older than 23.02, which brought rate_limit.c: 22.05 accepts ``rl_enable``
+    in SlurmctldParameters and ignores it (checked live: no RPC of a burst is refused).
 
     With ``rl_enable`` (matched as slurmctld does, a case-insensitive substring: rate_limit.c
     ``rate_limit_init``) each user but SlurmUser and root has a token bucket of ``rl_bucket_size``
     RPCs (default 30) refilled by ``rl_refill_rate`` tokens (2) every ``rl_refill_period`` seconds
     (1); an RPC past it is answered "Rate limit exceeded", and Slurm's client library then sleeps
     1, 2, 3 … s and retries without end (slurm_protocol_api.c, SLURMCTLD_COMMUNICATIONS_BACKOFF).
-    Keys: bucket_size, refill_rate, refill_period (22.05 to 26.05)."""
+    Keys: bucket_size, refill_rate, refill_period (23.02 to 26.05)."""
     text = (params or "").lower()
-    if "rl_enable" not in text:
+    if "rl_enable" not in text or (version and (0, 0) < version_tuple(version) < (23, 2)):
         return None
     out = {"bucket_size": 30, "refill_rate": 2, "refill_period": 1}
     for item in text.split(","):
