@@ -20,7 +20,8 @@ import fake_pyslurm as fp
 from fairshared.model import Job
 from fairshared.sinks.base import JobGone, PushAction, PushError
 from fairshared.sources.base import SourceError
-from fairshared.sources.slurm_text import parse_assoc_mgr, priority_config
+from fairshared.slurm.assoc_mgr import parse_assoc_mgr
+from fairshared.slurm.config import priority_config
 
 P = fp.SLURMDB_FS_USE_PARENT  # 2147483647: how slurmdbd stores Fairshare=parent
 

@@ -20,7 +20,7 @@ from fairshared.model import PARENT
 from fairshared.sinks.base import PushAction
 from fairshared.sources.base import SourceError
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.sources.slurm_text import priority_config
+from fairshared.slurm.config import priority_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pyslurm]
 

@@ -58,11 +58,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import Job, Snapshot
+from .model import Job, PartitionInfo, Snapshot
+from .slurm.units import INFINITE, NICE_OFFSET
 
-NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
-NO_VAL = 0xFFFFFFFE
-INFINITE = 0xFFFFFFFF
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
 FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
 
@@ -98,42 +96,6 @@ def parse_priority_flags(flags: Iterable[str] | str) -> frozenset[str]:
     return frozenset(out)
 
 
-_UNIT_POWER = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
-
-
-def parse_weight_tres(text: str | None) -> dict[str, float]:
-    """``PriorityWeightTRES=CPU=1000,Mem=2000G,GRES/gpu=3000`` → {tres name: weight}.
-
-    As ``slurm_get_tres_weight_array``: names case-insensitive (lower-cased here);
-    a unit suffix on a weight divides it by 1024^(unit − base unit), the base unit
-    being M for ``mem`` and ``bb`` and none otherwise (``_tres_weight_item``).
-    """
-    out: dict[str, float] = {}
-    if not text or text.strip() in ("", "(null)"):
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            raise ValueError(f"TRES weight {item!r} is not NAME=WEIGHT")
-        name, value = item.split("=", 1)
-        name = name.strip().lower()
-        value = value.strip()
-        num = value.rstrip("KMGTPkmgtp")
-        unit = value[len(num):]
-        try:
-            w = float(num)
-        except ValueError:
-            raise ValueError(f"TRES weight {item!r}: {value!r} is not a number") from None
-        if unit:
-            conv = _UNIT_POWER.get(unit[0].upper())
-            if conv is None or len(unit) > 1:
-                raise ValueError(f"TRES weight {item!r}: unknown unit {unit!r}")
-            base = 2 if name.split("/")[0] in ("mem", "bb") else 0
-            if conv > base:
-                w /= 1024.0 ** (conv - base)
-        out[name] = w
-    return out
-
-
 @dataclass(frozen=True)
 class PriorityParams:
     """Weights and switches from slurm.conf (``scontrol show config``)."""
@@ -151,7 +113,7 @@ class PriorityParams:
 
     @classmethod
     def from_config(cls, config: Mapping) -> PriorityParams:
-        """From the snapshot config dict (keys of ``slurm_text.priority_config`` + ``weight_tres_exact``)."""
+        """From the snapshot config dict (keys of ``slurm.config.priority_config`` + ``weight_tres_exact``)."""
         tres = config.get("weight_tres_exact")
         if tres is None:
             tres = config.get("weight_tres") or {}
@@ -184,15 +146,6 @@ class PriorityParams:
             else:
                 raise ValueError(f"unknown weight {k!r}")
         return PriorityParams(**{**self.__dict__, **kw, "weight_tres": tres})
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    name: str
-    priority_job_factor: int = 1  # PriorityJobFactor
-    priority_tier: int = 1  # PriorityTier: a multi-partition job's rows come highest tier first
-    max_time: int | None = None  # MaxTime in minutes; None = UNLIMITED (INFINITE)
-    tres: Mapping[str, int] = field(default_factory=dict)  # partition TRES totals (mem in MB)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ import time
 from dataclasses import dataclass
 
 from ..model import Controllers
-from .slurm_text import parse_heartbeat
+from ..slurm.state_files import parse_heartbeat
+from ..slurm.versions import READYZ
 
 __all__ = ["ControllerCheck", "Role"]
 
@@ -88,7 +89,7 @@ class ControllerCheck:
                                      f"controller.host, or controller.push_when = 'always' for the one daemon)",
                         fault=True)
         name, addr = ctl.hosts[i]
-        if ctl.release >= (25, 11):
+        if ctl.release >= READYZ:
             answer = readyz(addr, ctl.port)
             if answer is not None:
                 return Role(answer == 204, name, f"GET /readyz at {name}({addr}):{ctl.port}: {answer}")
