@@ -41,16 +41,13 @@ def priority_config(raw: dict[str, str]) -> dict:
     dampening, half_life_seconds, calc_period_seconds, usage_reset_period,
     max_age_seconds, favor_small, weight_{age,assoc,fairshare,jobsize,partition,qos},
     weight_tres (dict), accounting_storage_enforce (list), site_factor_plugin.
+
+    ``weight_tres`` is PriorityWeightTRES as slurmctld reads it, unit suffixes applied
+    (:func:`fairshared.slurm.tres.parse_tres_weights`: ``Mem=0.25G`` is 0.25/1024 per MB); a weight
+    slurmctld would refuse is an :class:`InputError` naming it (slurmctld would not have started).
     """
     flags = [f.strip().upper() for f in raw.get("PriorityFlags", "").split(",") if f.strip()]
-    tres = {}
-    for item in raw.get("PriorityWeightTRES", "").split(","):
-        if "=" in item and item.strip() != "(null)":
-            k, v = item.split("=", 1)
-            try:
-                tres[k.strip().lower()] = float(v)
-            except ValueError:
-                pass
+    tres = parse_tres_weights(raw.get("PriorityWeightTRES"), "PriorityWeightTRES")
     enforce = [e.strip().lower() for e in raw.get("AccountingStorageEnforce", "").split(",") if e.strip()]
     plugin = raw.get("PrioritySiteFactorPlugin", "(null)")
     return {

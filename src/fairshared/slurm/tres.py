@@ -156,10 +156,10 @@ def parse_tres_weights(text: str | None, where: str | None = None) -> dict[str, 
         if not item.strip():
             continue
         name, sep, value = item.partition("=")
-        name = name.strip().lower()
+        name = name.strip()
         if not name or not sep or not value.strip():
             raise InputError(f"{item!r} is an invalid TRES weight entry (expected NAME=WEIGHT)", where)
-        out[name] = tres_weight(name, value, where)
+        out[name.lower()] = tres_weight(name, value, where)
     return out
 
 

@@ -76,6 +76,7 @@ from typing import Any, Callable, Mapping
 
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from ..slurm.config import rate_limit
+from ..slurm.tres import tres_weight
 from .base import SourceError
 
 UsageKey = tuple[str, "str | None", "str | None"]
@@ -231,10 +232,11 @@ def config_from_pyslurm(cfg) -> dict:
     """``pyslurm.slurmctld.Config`` -> exactly the keys of :func:`fairshared.slurm.config.priority_config`."""
     tres: dict[str, float] = {}
     for k, v in (cfg.priority_weight_tres or {}).items():
-        try:
-            tres[str(k).strip().lower()] = float(v)  # int, or the raw string when not all digits
-        except (TypeError, ValueError):
-            pass  # same as slurm.config: an unparsable weight is skipped
+        name = str(k).strip()
+        try:  # v: int, or the raw string when not all digits ("0.25G"): read as scontrol's text is
+            tres[name.lower()] = tres_weight(name, str(v), "pyslurm.slurmctld.Config.priority_weight_tres")
+        except InputError as exc:
+            raise SourceError(str(exc)) from None
     reset = cfg.priority_usage_reset_period  # None means NONE (config.pyx:776-794)
     plugin = cfg.priority_site_factor_plugin
     dampening = cfg.fair_share_dampening_factor  # u16_parse: None when 0/unset; Slurm's default is 1
