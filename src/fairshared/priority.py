@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 
 from .model import Job, PartitionInfo, Snapshot
 from .slurm.units import INFINITE, NICE_OFFSET
+from .slurm.versions import SPRIO_23_02
 
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
 FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
@@ -500,7 +501,7 @@ def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, params: Priorit
     parts = ordered_partitions(job, cluster)
     for fac in job_priority(job, fairshare, cluster, params, now):
         who = {"account": job.account, "qos_name": fac.qos}
-        if fac.direct and (len(parts) == 1 or cluster.slurm_version >= (23, 2)):
+        if fac.direct and (len(parts) == 1 or cluster.slurm_version >= SPRIO_23_02):
             # sprio gets direct_prio and prints it, with SITE 0 and NICE 0: for a job in one partition
             # always, in each partition of several from 23.02 (_create_prio_factors_obj)
             rows.append(SprioRow(job.job_id, fac.partition, job.user, int(float(fac.priority)), 0,
@@ -558,7 +559,7 @@ SPRIO_LONG_23_02 = (*SPRIO_LONG[:3], ("ACCOUNT", 8, True), *SPRIO_LONG[3:10], ("
 
 
 def sprio_columns(version: tuple[int, int] = (22, 5)):
-    return SPRIO_LONG_23_02 if version >= (23, 2) else SPRIO_LONG
+    return SPRIO_LONG_23_02 if version >= SPRIO_23_02 else SPRIO_LONG
 
 
 def _cell(text: str, width: int, right: bool) -> str:
@@ -572,7 +573,7 @@ def sprio_cells(row: SprioRow, version: tuple[int, int] = (22, 5)) -> list[str]:
     cells = [str(row.job_id), row.partition, row.user, str(row.priority), f"{float(row.site):.0f}",
              f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
              f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
-    if version >= (23, 2):
+    if version >= SPRIO_23_02:
         # a job without a QOS (before 24.11: one submitted with --qos=a,b) has a NULL qos name,
         # which sprio hands to printf's %s: glibc prints "(null)" (seen on 23.11.11)
         cells = [*cells[:3], row.account, *cells[3:10], row.qos_name or "(null)", *cells[10:]]

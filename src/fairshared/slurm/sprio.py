@@ -1,8 +1,9 @@
 """``sprio -h -o SPRIO_FORMAT``: each job's SiteFactor and whether an operator set its priority.  Pure.
 
-Release differences (src/sprio/sprio.c ``_filter_job``): for an operator-set job in several
-partitions 22.05 prints SITE/NICE −2^31 on every row; from 23.11 on each row shows the set
-priority with every factor 0 and SITE/NICE 0 (:func:`parse_sprio_facts` reads both).
+Release differences: for an operator-set job in several partitions 22.05 prints SITE/NICE −2^31 on
+every row (src/sprio/sprio.c ``_filter_job``); from 23.02 on (:data:`fairshared.slurm.versions.SPRIO_23_02`,
+``_create_prio_factors_obj``; seen on 23.11 to 26.05) each row shows the set priority with every
+factor 0 and SITE/NICE 0.  :func:`parse_sprio_facts` reads both, whatever the release.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None
             unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
             continue
         if len(rs) > 1:  # several partitions: 22.05's _filter_job prints SITE/NICE −2^31 for it;
-            # from 23.11 on every partition's row shows the set priority with all factors 0
+            # from 23.02 on every partition's row shows the set priority with all factors 0
             direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
         else:
             direct = zero and site == 0 and nice == 0
