@@ -42,7 +42,6 @@ from synthetic import make_associations  # noqa: E402
 from fairshared.engine import compute  # noqa: E402
 from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
 from fairshared.engine.tree import Tree, _build_checked, build_tree  # noqa: E402
-from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare  # noqa: E402
 from fairshared.model import (  # noqa: E402
     PARENT,
     Association,
@@ -52,25 +51,21 @@ from fairshared.model import (  # noqa: E402
     check_shares,
     check_usage,
 )
-from fairshared.priority import NICE_OFFSET  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
 from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
-from fairshared.sources.slurm_text import (  # noqa: E402
+from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr  # noqa: E402
+from fairshared.slurm.config import parse_config  # noqa: E402
+from fairshared.slurm.sprio import SPRIO_FIELDS, SPRIO_FORMAT, SprioFacts, parse_sprio_facts  # noqa: E402
+from fairshared.slurm.squeue import (  # noqa: E402
     SEP,
-    SPRIO_FIELDS,
-    SPRIO_FORMAT,
+    SQUEUE_ENV,
     SQUEUE_FIELDS,
-    AssocRecord,
-    SprioFacts,
-    _epoch,
-    _time_limit,
-    parse_assoc_mgr,
-    parse_config,
-    parse_sprio_facts,
     parse_squeue,
     skip_or_raise,
     squeue_argv,
 )
+from fairshared.slurm.sshare import REQUIRED, parse_sshare  # noqa: E402
+from fairshared.slurm.units import NICE_OFFSET, epoch_seconds, time_limit_minutes  # noqa: E402
 
 # ================================================================================================
 # The implementations the pull-speed work replaced (as they were on main), the baseline
@@ -85,7 +80,7 @@ def _old_strip_uid(value: str) -> str:
 
 
 def old_parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
-    """slurm_text.parse_assoc_mgr before: ``re.finditer(r"(\\S+?)=(\\S*)")`` per line."""
+    """slurm.assoc_mgr.parse_assoc_mgr before: ``re.finditer(r"(\\S+?)=(\\S*)")`` per line."""
     records: list[AssocRecord] = []
     block: dict[str, str] = {}
     start = 0
@@ -149,7 +144,7 @@ _MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
 
 
 def old_parse_tres(text: str | None) -> dict[str, int]:
-    """slurm_text.parse_tres before: a regex per TRES item."""
+    """slurm.tres.parse_tres before: a regex per TRES item."""
     out: dict[str, int] = {}
     if not text or text in ("(null)", "N/A"):
         return out
@@ -172,7 +167,7 @@ def old_parse_tres(text: str | None) -> dict[str, int]:
 
 
 def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
-    """slurm_text.parse_squeue before: a dict per row, old_parse_tres per job."""
+    """slurm.squeue.parse_squeue before: a dict per row, old_parse_tres per job."""
     jobs = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -188,10 +183,10 @@ def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None
             jobs.append(Job(
                 job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
                 account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
-                nice=int(d["Nice"]), state=d["State"], submit_time=_epoch(d["SubmitTime"]),
-                eligible_time=_epoch(d["EligibleTime"]), accrue_time=_epoch(d["AccrueTime"]),
+                nice=int(d["Nice"]), state=d["State"], submit_time=epoch_seconds(d["SubmitTime"]),
+                eligible_time=epoch_seconds(d["EligibleTime"]), accrue_time=epoch_seconds(d["AccrueTime"]),
                 cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
-                time_limit=_time_limit(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
+                time_limit=time_limit_minutes(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
         except (ValueError, InputError) as exc:
             skip_or_raise(skipped, f"cannot read the job: {exc}",
                           f"{where}: line {lineno} (job {d['JobID']})")
@@ -200,7 +195,7 @@ def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None
 
 def old_parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None = None,
                           skipped: list[str] | None = None) -> dict[int, SprioFacts]:
-    """slurm_text.parse_sprio_facts before: setdefault per row, a SprioFacts per job."""
+    """slurm.sprio.parse_sprio_facts before: setdefault per row, a SprioFacts per job."""
     rows: dict[int, list[list[str]]] = {}
     unreadable: dict[int, str] = {}
     for lineno, line in enumerate(text.split("\n"), start=1):
@@ -243,8 +238,6 @@ def old_parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | 
 
 def old_read_jobs(cmds, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
     """jobinfo_cli.read_jobs before: squeue's jobs, then a dataclasses.replace per job for sprio's facts."""
-    from fairshared.sources.slurm_text import SQUEUE_ENV
-
     argv = squeue_argv("all" if running else "PD")
     jobs = old_parse_squeue(cmds.run_with(argv, SQUEUE_ENV), skipped=skipped)
     if not jobs:
@@ -298,7 +291,7 @@ def old_build_tree(associations: list[Association]) -> Tree:
 
 
 def old_parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:
-    """inputs.sshare_dump.parse_sshare before: where built per line, check_usage/check_shares per
+    """slurm.sshare.parse_sshare before: where built per line, check_usage/check_shares per
     row, every Association built twice."""
     header: list[str] | None = None
     trailing = False

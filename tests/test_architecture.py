@@ -45,16 +45,6 @@ SIDEWAYS = {
     ("__main__", "cli"),
 }
 
-# Imports that cross the adapters sideways today and leave with the move of every Slurm text format
-# to fairshared/slurm/ (branch slurmfmt).  Once it is merged they no longer occur, and the test says
-# to delete them here.
-PENDING = {
-    ("fairshared.inputs.priority_snapshot", "fairshared.sources.slurm_text"),
-    ("fairshared.sources.slurm_text", "fairshared.inputs.sshare_dump"),
-    ("fairshared.sources.slurm_cli", "fairshared.inputs.sshare_dump"),
-}
-
-
 def sideways_ok(a: str, b: str) -> bool:
     """May entry ``a`` import entry ``b`` of the same layer?"""
     if LAYER[a] == 1:  # core modules build on each other (the cycle test keeps that a tree);
@@ -183,16 +173,12 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_runs_upward_or_sideways():
-    bad, pending_seen = [], set()
+    bad = []
     for imp in all_imports():
         why = wrong_way(imp)
-        if why and (imp.importer, imp.imported) in PENDING:
-            pending_seen.add((imp.importer, imp.imported))
-        elif why:
+        if why:
             bad.append(f"{imp.where()}: {imp.importer} imports {imp.imported}: {why}")
     assert not bad, "imports against the layers (docs/architecture.md):\n" + "\n".join(bad)
-    stale = sorted(PENDING - pending_seen)
-    assert not stale, f"these PENDING imports no longer occur: delete them from PENDING: {stale}"
 
 
 def test_imports_are_plain_enough_to_check():
@@ -251,7 +237,7 @@ def test_no_cycle_between_top_level_folders():
     edges: dict[str, dict[str, Import]] = defaultdict(dict)
     for imp in all_imports():
         a, b = entry(imp.importer), entry(imp.imported)
-        if a != b and (imp.importer, imp.imported) not in PENDING:
+        if a != b:
             edges[a].setdefault(b, imp)
     cycles = _cycles(edges)
     assert not cycles, "top-level entries that import each other:\n" + _describe(cycles, edges)
@@ -260,7 +246,7 @@ def test_no_cycle_between_top_level_folders():
 def test_no_cycle_between_modules():
     edges: dict[str, dict[str, Import]] = defaultdict(dict)
     for imp in all_imports():
-        if imp.importer != imp.imported and (imp.importer, imp.imported) not in PENDING:
+        if imp.importer != imp.imported:
             edges[imp.importer].setdefault(imp.imported, imp)
     cycles = _cycles(edges)
     assert not cycles, "modules that import each other:\n" + _describe(cycles, edges)

@@ -20,7 +20,8 @@ from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Controllers, InputError, Job, Snapshot
 from fairshared.plan import JobState, PushState, plan
 from fairshared.sources.controller import ControllerCheck
-from fairshared.sources.slurm_text import controllers, parse_config, parse_heartbeat
+from fairshared.slurm.config import controllers, parse_config
+from fairshared.slurm.state_files import parse_heartbeat
 
 CONFIG_2205 = """Configuration data as of 2026-11-25T10:00:00
 SlurmctldHost[0]        = fsctl1(127.0.0.1)

@@ -45,10 +45,11 @@ from fairshared import cli
 from fairshared.daemon.config import Config, config_from_dict, load_config
 from fairshared.daemon.runner import Runner
 from fairshared.inputs.snapshot import load_snapshot, snapshot_to_dict
-from fairshared.inputs.sshare_dump import parse_sshare
 from fairshared.model import Association, InputError, Job, Snapshot
 from fairshared.records import SourceError
-from fairshared.sources.sacct import parse_sacct, parse_tres
+from fairshared.slurm.sshare import parse_sshare
+from fairshared.slurm.tres import parse_tres_exact
+from fairshared.sources.sacct import parse_sacct
 from fairshared.usage import JobRecord, UsagePolicy, compute_usage
 from test_inputs import DUMP
 
@@ -801,7 +802,7 @@ def test_sacct_huge_and_exotic_numbers_are_bad_records():
     assert [b.job_id for b in rows.bad] == [7, 8] and "unreadable Start" in rows.bad[0].reason
     assert [r.job_id for r in rows.records] == ["²"]  # not a number: kept as text, like any odd JobIDRaw
     with pytest.raises(ValueError):
-        parse_tres("cpu=²")
+        parse_tres_exact("cpu=²")
 
 
 # --- (e) daemon cycles on a garbage snapshot -------------------------------------------------------------

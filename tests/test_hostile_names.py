@@ -47,9 +47,10 @@ from fairshared.daemon.runner import Runner
 from fairshared.daemon.service import make_source_and_updater
 from fairshared.records import PushAction
 from fairshared.sinks.push_cli import CliUpdater
+from fairshared.slurm.sprio import SPRIO_FORMAT
+from fairshared.slurm.squeue import SQUEUE_LONG
 from fairshared.sources.sacct import SACCT_FORMAT, IncrementalJobs, SacctJobs
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.sources.slurm_text import SPRIO_FORMAT, SQUEUE_LONG
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SEP = "\x1f"

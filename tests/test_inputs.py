@@ -9,7 +9,7 @@ import pytest
 
 from fairshared.engine import build_tree, compute
 from fairshared.inputs.snapshot import dump_snapshot, load_snapshot, snapshot_to_dict
-from fairshared.inputs.sshare_dump import parse_sshare
+from fairshared.slurm.sshare import parse_sshare
 from fairshared.model import PARENT, InputError
 from fairshared.output import write
 
@@ -173,7 +173,7 @@ def test_sshare_25_11_classic_leaves_account_fairshare_blank():
     assert snap.reported_fairshare == {("physics", "alice", None): 0.486327, ("chem", "bob", None): 0.561231}
     assert [a.key for a in snap.associations if a.user is None] == [("root", None, None), ("physics", None, None),
                                                                      ("chem", None, None)]
-    from fairshared.sources.jobinfo_cli import parse_sshare_fairshare
+    from fairshared.slurm.sshare import parse_sshare_fairshare
 
     assert parse_sshare_fairshare(text) == snap.reported_fairshare  # compare's "Slurm's order": users only
     result = compute(build_tree(snap.associations), "classic")

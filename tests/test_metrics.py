@@ -67,7 +67,8 @@ ACTIONS = [
 
 def job_priorities(fairshare: dict[str, float]) -> list:
     """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
-    from fairshared.priority import ClusterInfo, PartitionInfo, PriorityParams, job_priority
+    from fairshared.model import PartitionInfo
+    from fairshared.priority import ClusterInfo, PriorityParams, job_priority
 
     cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
                           qos_priority={"normal": 10})

@@ -12,8 +12,10 @@ import math
 import pytest
 
 from fairshared import priority as P
-from fairshared.model import Job
-from fairshared.priority import ClusterInfo, PartitionInfo, PriorityParams
+from fairshared.model import InputError, Job, PartitionInfo
+from fairshared.priority import ClusterInfo, PriorityParams
+from fairshared.slurm.tres import parse_tres_weights
+from fairshared.slurm.units import INFINITE
 
 NOW = 1_800_000_000
 
@@ -51,15 +53,15 @@ def test_flags_are_substring_matches_and_no_normal_all_means_four():
 
 
 def test_tres_weights_with_units():
-    w = P.parse_weight_tres("CPU=1000,Mem=2G,GRES/gpu=3000,node=5G,bb=3K")
+    w = parse_tres_weights("CPU=1000,Mem=2G,GRES/gpu=3000,node=5G,bb=3K")
     assert w["cpu"] == 1000.0
     assert w["mem"] == 2 / 1024  # G is 1024^1 above mem's base unit M
     assert w["gres/gpu"] == 3000.0
     assert w["node"] == 5 / 1024 ** 3  # node has no base unit: G = 1024^3
     assert w["bb"] == 3.0  # K is below bb's base unit M: get_convert_unit_val gives 0, no conversion
-    assert P.parse_weight_tres("(null)") == {}
+    assert parse_tres_weights("(null)") == {}
     with pytest.raises(ValueError):
-        P.parse_weight_tres("cpu=lots")
+        parse_tres_weights("cpu=lots")
 
 
 def test_params_from_config_and_overrides():
@@ -298,10 +300,17 @@ def test_render_cuts_long_fields_like_sprio():
 # --- the live source's parsers (lines captured from a Slurm 22.05.8 cluster) --------------------------
 
 from fairshared.sources import jobinfo_cli as jc
-from fairshared.sources import slurm_text as st
 from fairshared.records import SourceError
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.sources.slurm_text import parse_config, parse_squeue, priority_config
+from fairshared.slurm.assoc_mgr import parse_assoc_priorities
+from fairshared.slurm.config import parse_config, parse_slurm_conf_flags, priority_config, priority_config_extra
+from fairshared.slurm.sacctmgr import parse_qos
+from fairshared.slurm.scontrol import parse_nodes, parse_partitions
+from fairshared.slurm.sprio import SprioFacts, parse_sprio_facts
+from fairshared.slurm.squeue import parse_squeue
+from fairshared.slurm.sshare import parse_sshare_fairshare
+from fairshared.slurm.state_files import parse_last_decay_ran
+from fairshared.slurm.tres import parse_tres
 
 PARTITION_LINE = (
     "PartitionName=high AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
@@ -335,29 +344,29 @@ SPRIO_OUT = (
 
 def test_parse_tres_units():
     # mem is in MB; scontrol converts exactly: 64G = 65536, 1500M = 1500
-    assert st.parse_tres("cpu=4096,mem=64G,node=1,billing=8192,gres/gpu=4") == {
+    assert parse_tres("cpu=4096,mem=64G,node=1,billing=8192,gres/gpu=4") == {
         "cpu": 4096, "mem": 65536, "node": 1, "billing": 8192, "gres/gpu": 4}
-    assert st.parse_tres("mem=1500M,bb=2T") == {"mem": 1500, "bb": 2 * 1024 * 1024}
-    assert st.parse_tres("(null)") == {} and st.parse_tres("") == {}
+    assert parse_tres("mem=1500M,bb=2T") == {"mem": 1500, "bb": 2 * 1024 * 1024}
+    assert parse_tres("(null)") == {} and parse_tres("") == {}
 
 
 def test_parse_partitions_and_nodes():
-    parts = st.parse_partitions(PARTITION_LINE + "\n")
+    parts = parse_partitions(PARTITION_LINE + "\n")
     high = parts["high"]
     assert (high.priority_job_factor, high.priority_tier, high.max_time) == (10, 1, None)
     assert high.tres == {"cpu": 4096, "mem": 65536, "node": 1, "billing": 8192}
-    limited = st.parse_partitions(PARTITION_LINE.replace("MaxTime=UNLIMITED", "MaxTime=1-00:30:00"))
+    limited = parse_partitions(PARTITION_LINE.replace("MaxTime=UNLIMITED", "MaxTime=1-00:30:00"))
     assert limited["high"].max_time == 24 * 60 + 30
-    assert st.parse_nodes(NODE_LINE + "\n" + NODE_LINE.replace("vm", "vm2").replace("CPUEfctv=4096", "CPUEfctv=60")
+    assert parse_nodes(NODE_LINE + "\n" + NODE_LINE.replace("vm", "vm2").replace("CPUEfctv=4096", "CPUEfctv=60")
                           ) == (2, 4156)
 
 
 def test_parse_qos_and_assoc_priorities():
-    assert st.parse_qos("normal|0\nprlo|10\nprhi|\n") == {"normal": 0, "prlo": 10, "prhi": 0}
+    assert parse_qos("normal|0\nprlo|10\nprhi|\n") == {"normal": 0, "prlo": 10, "prhi": 0}
     text = ("Current Association Manager state\n\nAssociation Records\n\n"
             "ClusterName=c Account=root UserName= Partition= Priority=0 ID=1\n    SharesRaw/Norm/Level/Factor=1/0/1/0\n"
             "ClusterName=c Account=a UserName=bob(1001) Partition=gpu Priority=7 ID=5\n")
-    assert st.parse_assoc_priorities(text) == {("root", None, None): 0, ("a", "bob", "gpu"): 7}
+    assert parse_assoc_priorities(text) == {("root", None, None): 0, ("a", "bob", "gpu"): 7}
 
 
 def test_parse_squeue_jobs():
@@ -365,20 +374,20 @@ def test_parse_squeue_jobs():
     j48, j49, j50 = jobs
     assert (j48.job_id, j48.user, j48.account, j48.partitions, j48.priority, j48.cpus, j48.min_nodes) == (
         48, "prx2", "prxa", ("high",), 8171, 30, 1)
-    assert (j48.accrue_time, j48.time_limit, j48.tres["billing"]) == (1795326888, P.INFINITE, 60)
+    assert (j48.accrue_time, j48.time_limit, j48.tres["billing"]) == (1795326888, INFINITE, 60)
     assert j49.partitions == ("high", "debug")
     assert (j50.display_id, j50.nice, j50.accrue_time, j50.time_limit, j50.tres["mem"]) == (
         "50_7", -5, 0, 24 * 60 + 30, 1500)
-    with pytest.raises(st.InputError):
+    with pytest.raises(InputError):
         parse_squeue("1\x1f2\n")
 
 
 def test_parse_sprio_facts_finds_site_factors_and_operator_set_priorities():
-    facts = st.parse_sprio_facts(SPRIO_OUT)
-    assert facts[46] == st.SprioFacts(0, False)
-    assert facts[48] == st.SprioFacts(300, False)
-    assert facts[49] == st.SprioFacts(0, True)  # several partitions: SITE/NICE −2^31
-    assert facts[51] == st.SprioFacts(0, True)  # one partition, all zero
+    facts = parse_sprio_facts(SPRIO_OUT)
+    assert facts[46] == SprioFacts(0, False)
+    assert facts[48] == SprioFacts(300, False)
+    assert facts[49] == SprioFacts(0, True)  # several partitions: SITE/NICE −2^31
+    assert facts[51] == SprioFacts(0, True)  # one partition, all zero
 
 
 def test_parse_sprio_facts_operator_set_priority_in_several_partitions_from_23_11_on():
@@ -388,19 +397,19 @@ def test_parse_sprio_facts_operator_set_priority_in_several_partitions_from_23_1
     sep = "\x1f"
     rows = ["101|high|0|0|0|0|0|0|0|0|", "101|debug|0|0|0|0|0|0|0|0|",
             "95|debug|0|0|1|0|7143|502|100|0|", "95|high|0|0|1|0|7143|502|1000|0|"]
-    facts = st.parse_sprio_facts("\n".join(r.replace("|", sep) for r in rows) + "\n")
-    assert facts[101] == st.SprioFacts(0, True)
-    assert facts[95] == st.SprioFacts(0, False)
+    facts = parse_sprio_facts("\n".join(r.replace("|", sep) for r in rows) + "\n")
+    assert facts[101] == SprioFacts(0, True)
+    assert facts[95] == SprioFacts(0, False)
 
 
 def test_state_file_flags_and_extra_config():
     import struct
 
-    assert st.parse_last_decay_ran(struct.pack(">qq", 1795326818, 1795000000)) == 1795326818
-    assert st.parse_last_decay_ran(b"") is None
+    assert parse_last_decay_ran(struct.pack(">qq", 1795326818, 1795000000)) == 1795326818
+    assert parse_last_decay_ran(b"") is None
     conf = "# PriorityFlags=NO_FAIR_TREE\nPriorityType=priority/multifactor\npriorityflags=NO_NORMAL_QOS,INCR_ONLY\n"
-    assert st.parse_slurm_conf_flags(conf) == "NO_NORMAL_QOS,INCR_ONLY"
-    extra = st.priority_config_extra({"PriorityWeightTRES": "CPU=1000,Mem=2G", "PriorityFlags": "NO_NORMAL_ALL",
+    assert parse_slurm_conf_flags(conf) == "NO_NORMAL_QOS,INCR_ONLY"
+    extra = priority_config_extra({"PriorityWeightTRES": "CPU=1000,Mem=2G", "PriorityFlags": "NO_NORMAL_ALL",
                                       "AccountingStorageTRES": "cpu,mem,energy,node,billing,gres/gpu"})
     assert extra["weight_tres_exact"] == {"cpu": 1000.0, "mem": 2 / 1024}
     assert extra["tres_order"][-1] == "gres/gpu" and extra["no_normal_ambiguous"] is True
@@ -411,7 +420,7 @@ def test_parse_sshare_fairshare():
             "root||||0.000000|34829||1.000000||\n"
             " prxa|||10|0.909091|12640|0.362930|0.362930||2.504863\n"
             "  prxa|prx1||1|0.250000|10736|0.308258|0.849359|0.333333|0.294340\n")
-    assert st.parse_sshare_fairshare(text) == {("prxa", "prx1", None): 0.333333}
+    assert parse_sshare_fairshare(text) == {("prxa", "prx1", None): 0.333333}
 
 
 class FakeCli(SlurmCli):
@@ -545,7 +554,7 @@ def test_no_normal_all_is_ambiguous_before_25_11_and_slurm_conf_settles_it(tmp_p
         raw = parse_config(config_text(version, "CALCULATE_RUNNING,NO_NORMAL_ALL", str(conf)))
         flags, warning = jc.no_normal_flags(raw, priority_config(raw), conf.read_text())
         assert (flags, warning) == (["NO_NORMAL_PART", "CALCULATE_RUNNING"], None)
-        assert st.priority_config_extra(raw)["no_normal_ambiguous"] is True
+        assert priority_config_extra(raw)["no_normal_ambiguous"] is True
         flags, warning = jc.no_normal_flags(raw, priority_config(raw), None)  # slurm.conf unreadable
         assert flags == ["CALCULATE_RUNNING", "NO_NORMAL_ALL"]
         assert "assuming all four" in warning and str(conf) in warning and version in warning
@@ -554,9 +563,9 @@ def test_no_normal_all_is_ambiguous_before_25_11_and_slurm_conf_settles_it(tmp_p
 def test_no_normal_flags_are_named_from_25_11(tmp_path):
     # 25.11.7 and 26.05.3 print NO_NORMAL_ALL only when all four are set, each by name otherwise
     raw = parse_config(config_text("25.11.7", "NO_NORMAL_QOS", "/nonexistent/slurm.conf"))
-    assert st.priority_config_extra(raw)["no_normal_ambiguous"] is False
+    assert priority_config_extra(raw)["no_normal_ambiguous"] is False
     assert PriorityParams.from_config(priority_config(raw)).flags == {"NO_NORMAL_QOS"}
     raw = parse_config(config_text("26.05.3", "NO_NORMAL_ALL", "/nonexistent/slurm.conf"))
-    assert st.priority_config_extra(raw)["no_normal_ambiguous"] is False
+    assert priority_config_extra(raw)["no_normal_ambiguous"] is False
     assert jc.no_normal_flags(raw, priority_config(raw), None) == (["NO_NORMAL_ALL"], None)
     assert PriorityParams.from_config(priority_config(raw)).flags == frozenset(P.NO_NORMAL)

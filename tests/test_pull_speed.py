@@ -28,27 +28,14 @@ from fairshared.engine.sibling_order import (
     name_positions,
 )
 from fairshared.engine.tree import _build_checked, _build_columns
-from fairshared.inputs.sshare_dump import REQUIRED, parse_sshare
 from fairshared.model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
-from fairshared.priority import NICE_OFFSET
 from fairshared.sources.jobinfo_cli import read_jobs
-from fairshared.sources.slurm_text import (
-    SEP,
-    SPRIO_FIELDS,
-    SPRIO_FORMAT,
-    SQUEUE_ENV,
-    SQUEUE_FIELDS,
-    AssocRecord,
-    SprioFacts,
-    _epoch,
-    _time_limit,
-    parse_assoc_mgr,
-    parse_sprio_facts,
-    parse_squeue,
-    parse_tres,
-    skip_or_raise,
-    squeue_argv,
-)
+from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr
+from fairshared.slurm.sprio import SPRIO_FIELDS, SPRIO_FORMAT, SprioFacts, parse_sprio_facts
+from fairshared.slurm.squeue import SEP, SQUEUE_ENV, SQUEUE_FIELDS, parse_squeue, skip_or_raise, squeue_argv
+from fairshared.slurm.sshare import REQUIRED, parse_sshare
+from fairshared.slurm.tres import parse_tres
+from fairshared.slurm.units import NICE_OFFSET, epoch_seconds, time_limit_minutes
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
@@ -267,10 +254,10 @@ def plain_parse_squeue(text, where="squeue", skipped=None):
             jobs.append(Job(
                 job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
                 account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
-                nice=int(d["Nice"]), state=d["State"], submit_time=_epoch(d["SubmitTime"]),
-                eligible_time=_epoch(d["EligibleTime"]), accrue_time=_epoch(d["AccrueTime"]),
+                nice=int(d["Nice"]), state=d["State"], submit_time=epoch_seconds(d["SubmitTime"]),
+                eligible_time=epoch_seconds(d["EligibleTime"]), accrue_time=epoch_seconds(d["AccrueTime"]),
                 cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
-                time_limit=_time_limit(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
+                time_limit=time_limit_minutes(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
         except (ValueError, InputError) as exc:
             skip_or_raise(skipped, f"cannot read the job: {exc}",
                           f"{where}: line {lineno} (job {d['JobID']})")

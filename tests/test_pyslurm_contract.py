@@ -19,7 +19,8 @@ import pytest
 import fake_pyslurm as fp
 from fairshared.model import Job
 from fairshared.records import JobGone, PushAction, PushError, SourceError
-from fairshared.sources.slurm_text import parse_assoc_mgr, priority_config
+from fairshared.slurm.assoc_mgr import parse_assoc_mgr
+from fairshared.slurm.config import priority_config
 
 P = fp.SLURMDB_FS_USE_PARENT  # 2147483647: how slurmdbd stores Fairshare=parent
 
@@ -213,6 +214,17 @@ def test_config_keys_and_units_match_the_command_line_source(pyslurm, backend):
     assert got["calc_period_seconds"] == 120 and got["half_life_seconds"] == 0
     assert got["weight_tres"] == {"cpu": 1000.0, "mem": 0.5, "gres/gpu": 3000.0}
     assert got["accounting_storage_enforce"] == ["associations", "limits", "qos"]
+
+
+def test_config_tres_weights_with_units_as_the_command_line_source_reads_them(pyslurm, backend):
+    """cstr.to_dict leaves ``0.25G`` a str: it was dropped (float() failed) without a word."""
+    backend.conf["priority_weight_tres"] = "CPU=1000,Mem=0.25G,GRES/gpu=2K"
+    got = source().snapshot(jobs=False).config["weight_tres"]
+    assert got == {"cpu": 1000.0, "mem": 0.25 / 1024, "gres/gpu": 2 / 1024}
+    assert got == priority_config({"PriorityWeightTRES": "CPU=1000,Mem=0.25G,GRES/gpu=2K"})["weight_tres"]
+    backend.conf["priority_weight_tres"] = "CPU=1000,Mem=2X"  # slurmctld would not start with it
+    with pytest.raises(SourceError, match="priority_weight_tres.*'Mem=2X'.*unit 'X'"):
+        source().snapshot(jobs=False)
 
 
 def test_config_defaults_when_slurm_reports_nothing(pyslurm, backend):

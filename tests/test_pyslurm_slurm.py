@@ -19,7 +19,7 @@ from daemon_proc import Daemon, fairshared_argv, write_config
 from fairshared.model import PARENT
 from fairshared.records import PushAction, SourceError
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.sources.slurm_text import priority_config
+from fairshared.slurm.config import priority_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.pyslurm]
 

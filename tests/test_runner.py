@@ -336,7 +336,7 @@ def many_jobs(n):
 
 
 def test_rate_limit_from_slurmctld_parameters():
-    from fairshared.sources.slurm_text import rate_limit
+    from fairshared.slurm.config import rate_limit
     assert rate_limit("enable_configless,idle_on_node_suspend") is None and rate_limit(None) is None
     assert rate_limit("RL_ENABLE") == {"bucket_size": 30, "refill_rate": 2, "refill_period": 1}
     assert rate_limit("rl_enable,rl_refill_rate=10,rl_bucket_size=50,rl_refill_period=2,rl_log_freq=0") == \

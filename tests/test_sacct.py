@@ -25,14 +25,14 @@ from fairshared.sources.sacct import (
     IncrementalJobs,
     SacctJobs,
     iso_local,
-    parse_last_decay_ran,
-    parse_partition_billing,
-    parse_qos_usage_factors,
     parse_sacct,
-    parse_tres,
     sacct_env,
     usage_settings,
 )
+from fairshared.slurm.sacctmgr import parse_qos_usage_factors
+from fairshared.slurm.scontrol import partition_billing
+from fairshared.slurm.state_files import parse_decay_state
+from fairshared.slurm.tres import parse_tres_exact
 from fairshared.usage import JobRecord
 
 SACCT_22_05 = """\
@@ -89,16 +89,16 @@ class TestParsers:
         assert rows.running == {7, 15}
 
     def test_tres_units(self):
-        assert parse_tres("billing=6,cpu=3,mem=1000M,node=1,gres/gpu=2") == {
+        assert parse_tres_exact("billing=6,cpu=3,mem=1000M,node=1,gres/gpu=2") == {
             "billing": 6.0, "cpu": 3.0, "mem": 1000.0, "node": 1.0, "gres/gpu": 2.0}
-        assert parse_tres("mem=2G") == {"mem": 2048.0}  # memory in MB
-        assert parse_tres("mem=512K") == {"mem": 0.5}
-        assert parse_tres("mem=1T")["mem"] == 1024.0 * 1024
-        assert parse_tres("cpu=2K") == {"cpu": 2048.0}
-        assert parse_tres("") == {}
+        assert parse_tres_exact("mem=2G") == {"mem": 2048.0}  # memory in MB
+        assert parse_tres_exact("mem=512K") == {"mem": 0.5}
+        assert parse_tres_exact("mem=1T")["mem"] == 1024.0 * 1024
+        assert parse_tres_exact("cpu=2K") == {"cpu": 2048.0}
+        assert parse_tres_exact("") == {}
         for bad in ("cpu", "cpu=x", "cpu=-2", "cpu=1,", "=3", "mem=5Q"):
             with pytest.raises(ValueError):
-                parse_tres(bad)
+                parse_tres_exact(bad)
 
     def test_bad_records_are_reported_with_the_job_id(self):
         text = ("21|a|u|debug|normal|1795326200|1795326100|COMPLETED|cpu=1\n"   # ends before it starts
@@ -115,9 +115,9 @@ class TestParsers:
 
     def test_other_outputs(self):
         assert parse_qos_usage_factors(QOS_22_05) == {"normal": 1.0, "ushalf": 0.5}
-        assert parse_partition_billing(PARTITIONS_22_05) == {"high": "CPU=2.0"}
-        assert parse_last_decay_ran(DECAY_STATE) == (1795325375.0, 1795325015.0)
-        assert parse_last_decay_ran(b"") is None
+        assert partition_billing(PARTITIONS_22_05) == {"high": "CPU=2.0"}
+        assert parse_decay_state(DECAY_STATE) == (1795325375.0, 1795325015.0)
+        assert parse_decay_state(b"") is None
 
 
 class FakeCli:

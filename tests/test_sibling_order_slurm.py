@@ -27,7 +27,7 @@ import pytest
 
 import slurm_cluster as sc
 from fairshared.engine import compute
-from fairshared.inputs.sshare_dump import parse_sshare
+from fairshared.slurm.sshare import parse_sshare
 from fairshared.sources.slurm_cli import SlurmCli
 
 pytestmark = pytest.mark.slurm

@@ -7,20 +7,12 @@ import pytest
 from fairshared.model import PARENT, InputError
 from fairshared.records import SourceError
 from fairshared.sources.slurm_cli import associations_from_assoc_mgr, check_same_tree
-from fairshared.sources.slurm_text import (
-    SEP,
-    parse_assoc_mgr,
-    parse_config,
-    parse_squeue,
-    parse_sprio_facts,
-    SprioFacts,
-    SQUEUE_ENV,
-    SQUEUE_LONG,
-    squeue_argv,
-    priority_config,
-    time_str_seconds,
-    version_tuple,
-)
+from fairshared.slurm.assoc_mgr import parse_assoc_mgr
+from fairshared.slurm.config import parse_config, priority_config
+from fairshared.slurm.sprio import SprioFacts, parse_sprio_facts
+from fairshared.slurm.squeue import SEP, SQUEUE_ENV, SQUEUE_LONG, parse_squeue, squeue_argv
+from fairshared.slurm.units import time_str_seconds
+from fairshared.slurm.versions import version_tuple
 
 # `scontrol show assoc_mgr flags=assoc` on the dev cluster (22.05.8), trimmed to 3 records
 ASSOC_MGR = """\

@@ -19,7 +19,7 @@ from fairshared.inputs.snapshot_schema import PRIORITY_FLAGS, SnapshotConfig
 from fairshared.model import Snapshot
 from fairshared.priority import ClusterInfo, PriorityInputs
 from fairshared.sources import demo
-from fairshared.sources.slurm_text import priority_config, priority_config_extra
+from fairshared.slurm.config import priority_config, priority_config_extra
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "examples" / "snapshot.json"

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from fairshared.model import Association
+from fairshared.slurm.tres import parse_billing_weights
 from fairshared.usage import (
     HALF_LIFE_ZERO_ERROR,
     BadRecord,
@@ -34,7 +35,6 @@ from fairshared.usage import (
     calendar_reset,
     compute_usage,
     exact_job_usage,
-    parse_billing_weights,
     slurm_job_usage,
 )
 

@@ -49,7 +49,8 @@ import pytest
 import slurm_cluster as sc
 
 from fairshared.cli import main
-from fairshared.sources.sacct import SacctJobs, parse_last_decay_ran, sacct_env, usage_settings
+from fairshared.slurm.state_files import parse_decay_state
+from fairshared.sources.sacct import SacctJobs, sacct_env, usage_settings
 from fairshared.sources.slurm_cli import SlurmCli
 from fairshared.usage import UsagePolicy, compute_usage
 
@@ -61,10 +62,10 @@ TOL_REL = 5e-4  # one iteration stamped a whole second off our grid: d^Â±1 = 1 â
 
 
 def _decay_state(cli: SlurmCli) -> tuple[float, float]:
-    from fairshared.sources.slurm_text import parse_config
+    from fairshared.slurm.config import parse_config
 
     loc = parse_config(cli.run(["scontrol", "show", "config"]))["StateSaveLocation"]
-    return parse_last_decay_ran((Path(loc) / "priority_last_decay_ran").read_bytes())
+    return parse_decay_state((Path(loc) / "priority_last_decay_ran").read_bytes())
 
 
 def _cleanup(accounts, qos):

@@ -178,6 +178,17 @@ class Job:
         return tuple(q for q in self.qos.split(",") if q)
 
 
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A partition as the job priority sees it (``scontrol show partition``)."""
+
+    name: str
+    priority_job_factor: int = 1  # PriorityJobFactor
+    priority_tier: int = 1  # PriorityTier: a multi-partition job's rows come highest tier first
+    max_time: int | None = None  # MaxTime in minutes; None = UNLIMITED (INFINITE)
+    tres: Mapping[str, int] = field(default_factory=dict)  # partition TRES totals (mem in MB)
+
+
 @dataclass(frozen=True, slots=True)
 class Controllers:
     """The cluster's slurmctld hosts as ``scontrol show config`` prints them (plain data).

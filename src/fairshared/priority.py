@@ -58,11 +58,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import Job, Snapshot
+from .model import Job, PartitionInfo, Snapshot
+from .slurm.units import INFINITE, NICE_OFFSET
+from .slurm.versions import SPRIO_23_02
 
-NICE_OFFSET = 0x80000000  # Slurm stores nice and site_factor as NICE_OFFSET + value
-NO_VAL = 0xFFFFFFFE
-INFINITE = 0xFFFFFFFF
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
 FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
 
@@ -98,42 +97,6 @@ def parse_priority_flags(flags: Iterable[str] | str) -> frozenset[str]:
     return frozenset(out)
 
 
-_UNIT_POWER = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
-
-
-def parse_weight_tres(text: str | None) -> dict[str, float]:
-    """``PriorityWeightTRES=CPU=1000,Mem=2000G,GRES/gpu=3000`` → {tres name: weight}.
-
-    As ``slurm_get_tres_weight_array``: names case-insensitive (lower-cased here);
-    a unit suffix on a weight divides it by 1024^(unit − base unit), the base unit
-    being M for ``mem`` and ``bb`` and none otherwise (``_tres_weight_item``).
-    """
-    out: dict[str, float] = {}
-    if not text or text.strip() in ("", "(null)"):
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            raise ValueError(f"TRES weight {item!r} is not NAME=WEIGHT")
-        name, value = item.split("=", 1)
-        name = name.strip().lower()
-        value = value.strip()
-        num = value.rstrip("KMGTPkmgtp")
-        unit = value[len(num):]
-        try:
-            w = float(num)
-        except ValueError:
-            raise ValueError(f"TRES weight {item!r}: {value!r} is not a number") from None
-        if unit:
-            conv = _UNIT_POWER.get(unit[0].upper())
-            if conv is None or len(unit) > 1:
-                raise ValueError(f"TRES weight {item!r}: unknown unit {unit!r}")
-            base = 2 if name.split("/")[0] in ("mem", "bb") else 0
-            if conv > base:
-                w /= 1024.0 ** (conv - base)
-        out[name] = w
-    return out
-
-
 @dataclass(frozen=True)
 class PriorityParams:
     """Weights and switches from slurm.conf (``scontrol show config``)."""
@@ -151,7 +114,7 @@ class PriorityParams:
 
     @classmethod
     def from_config(cls, config: Mapping) -> PriorityParams:
-        """From the snapshot config dict (keys of ``slurm_text.priority_config`` + ``weight_tres_exact``)."""
+        """From the snapshot config dict (keys of ``slurm.config.priority_config`` + ``weight_tres_exact``)."""
         tres = config.get("weight_tres_exact")
         if tres is None:
             tres = config.get("weight_tres") or {}
@@ -184,15 +147,6 @@ class PriorityParams:
             else:
                 raise ValueError(f"unknown weight {k!r}")
         return PriorityParams(**{**self.__dict__, **kw, "weight_tres": tres})
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    name: str
-    priority_job_factor: int = 1  # PriorityJobFactor
-    priority_tier: int = 1  # PriorityTier: a multi-partition job's rows come highest tier first
-    max_time: int | None = None  # MaxTime in minutes; None = UNLIMITED (INFINITE)
-    tres: Mapping[str, int] = field(default_factory=dict)  # partition TRES totals (mem in MB)
 
 
 @dataclass(frozen=True)
@@ -547,7 +501,7 @@ def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, params: Priorit
     parts = ordered_partitions(job, cluster)
     for fac in job_priority(job, fairshare, cluster, params, now):
         who = {"account": job.account, "qos_name": fac.qos}
-        if fac.direct and (len(parts) == 1 or cluster.slurm_version >= (23, 2)):
+        if fac.direct and (len(parts) == 1 or cluster.slurm_version >= SPRIO_23_02):
             # sprio gets direct_prio and prints it, with SITE 0 and NICE 0: for a job in one partition
             # always, in each partition of several from 23.02 (_create_prio_factors_obj)
             rows.append(SprioRow(job.job_id, fac.partition, job.user, int(float(fac.priority)), 0,
@@ -605,7 +559,7 @@ SPRIO_LONG_23_02 = (*SPRIO_LONG[:3], ("ACCOUNT", 8, True), *SPRIO_LONG[3:10], ("
 
 
 def sprio_columns(version: tuple[int, int] = (22, 5)):
-    return SPRIO_LONG_23_02 if version >= (23, 2) else SPRIO_LONG
+    return SPRIO_LONG_23_02 if version >= SPRIO_23_02 else SPRIO_LONG
 
 
 def _cell(text: str, width: int, right: bool) -> str:
@@ -619,7 +573,7 @@ def sprio_cells(row: SprioRow, version: tuple[int, int] = (22, 5)) -> list[str]:
     cells = [str(row.job_id), row.partition, row.user, str(row.priority), f"{float(row.site):.0f}",
              f"{row.age:.0f}", f"{row.assoc:.0f}", f"{row.fairshare:.0f}", f"{row.jobsize:.0f}",
              f"{row.partition_factor:.0f}", f"{row.qos:.0f}", f"{float(row.nice):.0f}", tres]
-    if version >= (23, 2):
+    if version >= SPRIO_23_02:
         # a job without a QOS (before 24.11: one submitted with --qos=a,b) has a NULL qos name,
         # which sprio hands to printf's %s: glibc prints "(null)" (seen on 23.11.11)
         cells = [*cells[:3], row.account, *cells[3:10], row.qos_name or "(null)", *cells[10:]]

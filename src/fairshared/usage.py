@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time as _time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -43,6 +42,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .model import Association
+from .slurm.tres import parse_billing_weights
 
 log = logging.getLogger("fairshared.usage")
 
@@ -105,52 +105,7 @@ def report_bad(bad: Sequence[BadRecord], where: str, limit: int = 20) -> None:
 
 # --- TRES billing ---------------------------------------------------------------------------
 
-_UNITS = "KMGTP"  # Slurm's unit letters; index + 1 = UNIT_KILO .. UNIT_PETA
-_WEIGHT = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(\S?)\S*\s*$")
-
-
-def tres_base_unit(name: str) -> int:
-    # base(name) = M (2) for mem and bb, none (0) otherwise      (slurmdb_get_tres_base_unit)
-    # range: {0, 2}
-    return 2 if name.split("/", 1)[0] in ("mem", "bb") else 0
-
-
-def parse_weight(name: str, text: str) -> float:
-    # w = value / 1024^(unit − base(name)) when unit > base, else value   (_tres_weight_item)
-    # range: w >= 0; "Mem=0.25G" = 0.25/1024 per MB; "CPU=1K" = 1/1024 per CPU
-    m = _WEIGHT.match(text)
-    if not m:
-        raise ValueError(f"TRES weight {name}={text!r}: not a number")
-    value = float(m.group(1))
-    if value < 0 or not math.isfinite(value):
-        raise ValueError(f"TRES weight {name}={text!r}: must be a finite number >= 0")
-    unit = m.group(2)
-    if unit:
-        idx = _UNITS.find(unit.upper())
-        if idx < 0:
-            raise ValueError(f"TRES weight {name}={text!r}: unit {unit!r} is not one of K, M, G, T, P")
-        steps = idx + 1 - tres_base_unit(name)
-        if steps > 0:
-            value /= 1024.0**steps
-    return value
-
-
-def parse_billing_weights(text: str | None) -> dict[str, float]:
-    # "CPU=1.0,Mem=0.25G,GRES/gpu=2" -> {cpu: 1.0, mem: 0.25/1024, gres/gpu: 2.0}
-    # TRES names lower-cased (Slurm matches them case-insensitively); empty -> {}
-    out: dict[str, float] = {}
-    if text is None:
-        return out
-    text = text.strip().strip('"')
-    if not text or text.upper() in ("(NULL)", "NONE"):
-        return out
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        name = name.strip().lower()
-        if not name or not sep or not value.strip():
-            raise ValueError(f"{item!r} is an invalid TRES weight entry")
-        out[name] = parse_weight(name, value)
-    return out
+# TRESBillingWeights are parsed by fairshared.slurm.tres.parse_billing_weights (UsagePolicy).
 
 
 def _is_node_tres(name: str) -> bool:
@@ -306,14 +261,15 @@ class UsagePolicy:
                              "reconfigured: the time of that reset (reset_at) is needed")
         weights = {}
         for part, w in dict(self.billing_weights).items():
-            weights[part] = parse_billing_weights(w) if isinstance(w, str) or w is None else \
+            weights[part] = parse_billing_weights(w, f"partition {part} TRESBillingWeights") \
+                if isinstance(w, str) or w is None else \
                 {str(k).lower(): float(v) for k, v in w.items()}
         object.__setattr__(self, "billing_weights", weights)
         object.__setattr__(self, "_clock", LocalClock(self.timezone))
 
     @classmethod
     def from_config(cls, config: Mapping, **overrides) -> "UsagePolicy":
-        """From a snapshot's priority config (:func:`fairshared.sources.slurm_text.priority_config`).
+        """From a snapshot's priority config (:func:`fairshared.slurm.config.priority_config`).
 
         Extra keys the accounting sources add: ``tres_billing_weights``
         ({partition: string}), ``priority_last_decay_ran`` and

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from ..engine import Params, build_tree, compute
 from ..engine.result import Result
 from ..inputs.priority_snapshot import load_inputs_file, read_text, save_inputs
-from ..inputs.sshare_dump import parse_sshare
 from ..model import InputError, Snapshot
 from ..priority import ClusterInfo, PriorityInputs
+from ..slurm.sshare import parse_sshare
 from ..sources.slurm_cli import SlurmCli
 from . import positive_float
 

@@ -13,9 +13,9 @@ import json
 import sys
 from dataclasses import asdict
 
-from ..model import InputError, Job
-from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
-from ..sources.slurm_text import release_of
+from ..model import InputError, Job, PartitionInfo
+from ..priority import ClusterInfo, PriorityInputs
+from ..slurm.versions import release_of
 from .snapshot import parse_document, snapshot_from_dict, snapshot_to_dict
 from .snapshot_schema import check_priority_inputs
 

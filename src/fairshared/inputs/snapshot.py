@@ -36,8 +36,8 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from ..slurm.sshare import looks_like_sshare_dump
 from .snapshot_schema import check_config, check_top_level
-from .sshare_dump import looks_like_sshare_dump
 
 SCHEMA = "fairshared-snapshot"
 VERSION = 1

@@ -33,7 +33,7 @@ class RateLimit(_Strict):
 
 
 class SnapshotConfig(_Strict):
-    """``config``: the keys every source writes (slurm_text.priority_config and priority_config_extra,
+    """``config``: the keys every source writes (slurm.config.priority_config and priority_config_extra,
     the pyslurm source's, the demo's) and ``priority_levels``."""
 
     cluster_name: str | None = None
@@ -62,7 +62,7 @@ class SnapshotConfig(_Strict):
     state_save_location: str | None = None
     slurm_conf: str | None = None
     no_normal_ambiguous: bool | None = None
-    rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm_text.rate_limit)
+    rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm.config.rate_limit)
     slurm_user_uid: Count | None = None
 
     @field_validator("priority_flags")

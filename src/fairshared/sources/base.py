@@ -12,7 +12,7 @@ class Source(Protocol):
 
     ``snapshot()`` returns one *complete and consistent* picture — association
     tree with usage and sibling order, the priority configuration
-    (``Snapshot.config``, keys as in :func:`fairshared.sources.slurm_text.priority_config`)
+    (``Snapshot.config``, keys as in :func:`fairshared.slurm.config.priority_config`)
     and the pending jobs — or raises :class:`fairshared.records.SourceError` naming what failed.
     A partial snapshot is never returned.
     """

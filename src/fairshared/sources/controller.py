@@ -35,7 +35,8 @@ import time
 
 from ..model import Controllers
 from ..records import Role
-from .slurm_text import parse_heartbeat
+from ..slurm.state_files import parse_heartbeat
+from ..slurm.versions import READYZ
 
 __all__ = ["ControllerCheck"]
 
@@ -75,7 +76,7 @@ class ControllerCheck:
                                      f"controller.host, or controller.push_when = 'always' for the one daemon)",
                         fault=True)
         name, addr = ctl.hosts[i]
-        if ctl.release >= (25, 11):
+        if ctl.release >= READYZ:
             answer = readyz(addr, ctl.port)
             if answer is not None:
                 return Role(answer == 204, name, f"GET /readyz at {name}({addr}):{ctl.port}: {answer}")

@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import PARENT, Association, Job, Snapshot
-from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
+from ..model import PARENT, Association, Job, PartitionInfo, Snapshot
+from ..priority import ClusterInfo, PriorityInputs
 from ..usage import UsagePolicy
 
 TREE = [

@@ -27,8 +27,8 @@ Commands (argv lists, each with the source's timeout; a failure raises
   flags apart, which ``scontrol show config`` before 25.11 prints as ``NO_NORMAL_ALL``.
 
 The commands run through :class:`~fairshared.sources.slurm_commands.SlurmCommands`; what they
-print is parsed by the pure ``parse_*`` functions of :mod:`fairshared.sources.slurm_text`, the
-one module that knows Slurm's text formats (:func:`read_jobs` reads squeue and sprio).
+print is parsed by the pure ``parse_*`` functions of :mod:`fairshared.slurm`, the one package that
+knows Slurm's text formats (:func:`read_jobs` reads squeue and sprio).
 
 What the CLI cannot show, and what is assumed instead (none of it arises on the test cluster):
 the CPU count is squeue's (``min_cpus``) where slurmctld would take ``max_cpus`` for a job that
@@ -43,41 +43,29 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..model import Job, Snapshot
-from ..priority import ClusterInfo, PartitionInfo, PriorityInputs
+from ..model import Job, PartitionInfo, Snapshot
+from ..priority import ClusterInfo, PriorityInputs
+from ..slurm.assoc_mgr import parse_assoc_priorities
+from ..slurm.config import parse_config, parse_slurm_conf_flags, priority_config, priority_config_extra
+from ..slurm.sacctmgr import parse_qos
+from ..slurm.scontrol import parse_nodes, parse_partitions
+from ..slurm.sprio import SPRIO_FORMAT, parse_sprio_facts
+from ..slurm.squeue import SQUEUE_ENV, squeue_argv, squeue_rows
+from ..slurm.sshare import parse_sshare_fairshare
+from ..slurm.state_files import parse_last_decay_ran
+from ..slurm.versions import NO_NORMAL_NAMED, release_of
 from .slurm_commands import SlurmCommands
-from .slurm_text import (  # noqa: F401 - SprioFacts is still imported from here
-    SPRIO_FORMAT,
-    SQUEUE_ENV,
-    SprioFacts,
-    parse_assoc_priorities,
-    parse_config,
-    parse_last_decay_ran,
-    parse_nodes,
-    parse_partitions,
-    parse_qos,
-    parse_slurm_conf_flags,
-    parse_sprio_facts,
-    parse_sshare_fairshare,
-    parse_tres,
-    priority_config,
-    priority_config_extra,
-    release_of,
-    squeue_argv,
-    squeue_rows,
-    time_str_seconds,
-)
 
 
 def read_jobs(cmds: SlurmCommands, *, running: bool = False, skipped: list[str] | None = None,
               assoc_priority: Mapping[tuple, int] | None = None) -> list[Job]:
     """The jobs (squeue) with the SiteFactor slurmctld holds for each and whether an operator set its
-    priority (both from sprio: slurm_text.parse_sprio_facts; a job sprio does not list keeps
-    ``site_factor`` None).  ``running``: all jobs, for CALCULATE_RUNNING (sprio then lists every job
-    slurmctld still holds, finished ones included, and squeue shows a finished multi-partition job
-    only in the partition it ran in).  ``assoc_priority``: the Priority of each association
-    (slurm_text.parse_assoc_priorities), for the job's association (its first partition's, else the
-    one without partition, else 0).
+    priority (both from sprio: :func:`fairshared.slurm.sprio.parse_sprio_facts`; a job sprio does not
+    list keeps ``site_factor`` None).  ``running``: all jobs, for CALCULATE_RUNNING (sprio then lists
+    every job slurmctld still holds, finished ones included, and squeue shows a finished
+    multi-partition job only in the partition it ran in).  ``assoc_priority``: the Priority of each association
+    (:func:`fairshared.slurm.assoc_mgr.parse_assoc_priorities`), for the job's association (its first
+    partition's, else the one without partition, else 0).
 
     A job row that cannot be read leaves that job out and is noted in ``skipped`` (when given; else
     it fails the read): the other jobs still get their updates.  sprio runs only when squeue shows a
@@ -113,7 +101,7 @@ def no_normal_flags(raw: dict[str, str], cfg: dict,
     when unreadable) settles it; failing that all four are assumed, and the warning says so.
     """
     flags = list(cfg.get("priority_flags") or [])
-    if "NO_NORMAL_ALL" not in raw.get("PriorityFlags", "").upper() or release_of(cfg) >= (25, 11):
+    if "NO_NORMAL_ALL" not in raw.get("PriorityFlags", "").upper() or release_of(cfg) >= NO_NORMAL_NAMED:
         return flags, None
     conf = parse_slurm_conf_flags(slurm_conf_text) if slurm_conf_text is not None else None
     if conf is not None:

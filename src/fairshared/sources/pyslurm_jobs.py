@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..records import SourceError
+from ..slurm.units import NO_VAL64
 from ..usage import BadRecord, JobRecord, report_bad
 from .sacct import IncrementalJobs
 
 _NODE_TRES = ("cpu", "mem", "node", "billing", "energy")
-_NO_VAL64 = 0xFFFFFFFFFFFFFFFE
 
 
 def _tres_key(t: Any, default: str) -> str:
@@ -53,7 +53,7 @@ def _count(t: Any) -> float | None:
     if c is None:
         return None
     c = float(c)
-    if c >= _NO_VAL64:  # NO_VAL64 / INFINITE64: not a count
+    if c >= NO_VAL64:  # NO_VAL64 / INFINITE64: not a count
         return None
     return c
 

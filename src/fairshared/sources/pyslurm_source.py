@@ -77,7 +77,8 @@ from typing import Any, Callable, Mapping
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from ..pyslurm_loader import import_pyslurm
 from ..records import SourceError
-from .slurm_text import rate_limit
+from ..slurm.config import rate_limit
+from ..slurm.tres import tres_weight
 
 UsageKey = tuple[str, "str | None", "str | None"]
 
@@ -162,13 +163,14 @@ def _weight(value, name: str) -> int:
 
 
 def config_from_pyslurm(cfg) -> dict:
-    """``pyslurm.slurmctld.Config`` -> exactly the keys of :func:`slurm_text.priority_config`."""
+    """``pyslurm.slurmctld.Config`` -> exactly the keys of :func:`fairshared.slurm.config.priority_config`."""
     tres: dict[str, float] = {}
     for k, v in (cfg.priority_weight_tres or {}).items():
-        try:
-            tres[str(k).strip().lower()] = float(v)  # int, or the raw string when not all digits
-        except (TypeError, ValueError):
-            pass  # same as slurm_text: an unparsable weight is skipped
+        name = str(k).strip()
+        try:  # v: int, or the raw string when not all digits ("0.25G"): read as scontrol's text is
+            tres[name.lower()] = tres_weight(name, str(v), "pyslurm.slurmctld.Config.priority_weight_tres")
+        except InputError as exc:
+            raise SourceError(str(exc)) from None
     reset = cfg.priority_usage_reset_period  # None means NONE (config.pyx:776-794)
     plugin = cfg.priority_site_factor_plugin
     dampening = cfg.fair_share_dampening_factor  # u16_parse: None when 0/unset; Slurm's default is 1
@@ -190,7 +192,7 @@ def config_from_pyslurm(cfg) -> dict:
         "weight_partition": _weight(cfg.priority_weight_partition, "priority_weight_partition"),
         "weight_qos": _weight(cfg.priority_weight_qos, "priority_weight_qos"),
         "weight_tres": tres,
-        # pyslurm upper-cases these; scontrol (and slurm_text) give lower case
+        # pyslurm upper-cases these; scontrol (and slurm.config) give lower case
         "accounting_storage_enforce": [str(e).strip().lower() for e in (cfg.accounting_storage_enforce or [])
                                        if str(e).strip()],
         "site_factor_plugin": plugin or None,

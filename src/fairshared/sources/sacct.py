@@ -21,7 +21,7 @@ Every command here is an argv list run with a timeout through
   the last decay iteration and the last usage reset) gives the phase of
   slurmctld's decay iterations, read only when this process may read it.
 
-The parsers (``parse_*``) are pure functions.  :class:`SacctJobs` fetches
+The parsers (``parse_*`` here, and the formats of :mod:`fairshared.slurm`) are pure functions.  :class:`SacctJobs` fetches
 incrementally: the first call reads from the first time that still matters
 (many half-lives back, or the last reset) to now, later calls only from the
 high-water mark (minus a small overlap) and drop records that no longer matter.
@@ -38,8 +38,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..model import InputError
+from ..slurm.config import parse_config
+from ..slurm.sacctmgr import parse_qos_usage_factors
+from ..slurm.scontrol import partition_billing
+from ..slurm.state_files import parse_decay_state
+from ..slurm.tres import parse_tres_exact
 from ..usage import BadRecord, JobRecord, UsagePolicy, report_bad
-from .slurm_text import parse_config, parse_decay_state
 
 SACCT_FIELDS = ["JobIDRaw", "Account", "User", "Partition", "QOS", "Start", "End", "State", "AllocTRES"]
 SACCT_FORMAT = ",".join(SACCT_FIELDS)
@@ -47,44 +51,6 @@ SACCT_ENV = {"SLURM_TIME_FORMAT": "%s"}
 _NOT_A_TIME = {"", "unknown", "none", "n/a", "0"}
 
 # --- pure parsers -----------------------------------------------------------------------------
-
-_UNIT_POW = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
-
-
-def parse_tres(text: str) -> dict[str, float]:
-    """``billing=6,cpu=3,mem=1000M,node=1,gres/gpu=2`` → {name: count}; memory in MB.
-
-    A unit suffix scales by 1024 per step (memory relative to M, counts relative
-    to none).  Raises ValueError for a malformed item or a negative count.
-    """
-    out: dict[str, float] = {}
-    text = text.strip()
-    if not text:
-        return out
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        unit = value[-1:]
-        if unit in _UNIT_POW and unit:
-            value = value[:-1]
-        else:
-            unit = ""
-        try:
-            v = float(value)
-        except ValueError:
-            v = math.nan
-        if not sep or not name[:1].isalpha() or not math.isfinite(v):
-            raise ValueError(f"unparseable TRES {item!r}")
-        name = name.strip().lower()
-        if unit:
-            base = 2 if name.split("/", 1)[0] in ("mem", "bb") else 0
-            v *= 1024.0 ** (_UNIT_POW[unit] - base)
-            if not math.isfinite(v):
-                raise ValueError(f"TRES {item!r} is out of range")
-        if v < 0:
-            raise ValueError(f"negative TRES {item!r}")
-        out[name] = v
-    return out
-
 
 @dataclass
 class SacctRows:
@@ -148,7 +114,7 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
         tres = tres_cache.get(tres_s)
         if tres is None:
             try:
-                tres = parse_tres(tres_s)
+                tres = parse_tres_exact(tres_s)
             except ValueError as exc:
                 tres = str(exc)
             tres_cache[tres_s] = tres
@@ -160,39 +126,6 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
         if end is None:
             out.running.add(jid)
     return out
-
-
-def parse_qos_usage_factors(text: str, where: str = "sacctmgr show qos") -> dict[str, float]:
-    """``sacctmgr -nP show qos format=name,usagefactor`` → {qos: factor} (unreadable → 1.0)."""
-    out: dict[str, float] = {}
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        name, _, value = line.partition("|")
-        try:
-            f = float(value)
-        except ValueError:
-            f = 1.0
-        out[name.strip()] = f if math.isfinite(f) else 1.0
-    return out
-
-
-def parse_partition_billing(text: str) -> dict[str, str]:
-    """``scontrol show partition -o`` → {partition: TRESBillingWeights} (only partitions that have some)."""
-    out: dict[str, str] = {}
-    for line in text.split("\n"):
-        fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
-        name = fields.get("PartitionName")
-        w = fields.get("TRESBillingWeights")
-        if name and w and w not in ("(null)", ""):
-            out[name] = w
-    return out
-
-
-def parse_last_decay_ran(data: bytes) -> tuple[float, float] | None:
-    """``priority_last_decay_ran``: (last decay iteration, last usage reset) in seconds."""
-    state = parse_decay_state(data)
-    return None if state is None else (float(state[0]), float(state[1]))
 
 
 def iso_local(t: float) -> str:
@@ -305,7 +238,7 @@ def usage_settings(run: Callable[[list[str]], str],
     ``scontrol show config`` and slurmctld's state file when it can be read.
     """
     partitions = run(["scontrol", "show", "partition", "-o"])
-    out: dict = {"tres_billing_weights": parse_partition_billing(partitions)}
+    out: dict = {"tres_billing_weights": partition_billing(partitions)}
     raw = parse_config(run(["scontrol", "show", "config"]))
     boot = raw.get("BOOT_TIME", "")
     try:
@@ -315,11 +248,11 @@ def usage_settings(run: Callable[[list[str]], str],
     path = os.path.join(raw.get("StateSaveLocation", ""), "priority_last_decay_ran")
     reader = state_file_reader or _read_bytes
     try:
-        state = parse_last_decay_ran(reader(path))
+        state = parse_decay_state(reader(path))
     except OSError:
         state = None
     if state:
-        out["priority_last_decay_ran"], out["priority_last_reset"] = state
+        out["priority_last_decay_ran"], out["priority_last_reset"] = float(state[0]), float(state[1])
     return out
 
 

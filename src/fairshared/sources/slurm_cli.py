@@ -17,7 +17,8 @@ timeout, an error that names the command, each command once per read):
 * ``squeue`` and ``sprio``                — the pending jobs and the SiteFactor each holds, and
   what push mode ``priority`` needs besides: read by :mod:`fairshared.sources.jobinfo_cli`.
 
-The parsers are in :mod:`fairshared.sources.slurm_text`.
+What they print is parsed in :mod:`fairshared.slurm` (:mod:`~fairshared.slurm.assoc_mgr`,
+:mod:`~fairshared.slurm.config`, :mod:`~fairshared.slurm.sacctmgr`, :mod:`~fairshared.slurm.sshare`).
 """
 
 from __future__ import annotations
@@ -27,20 +28,16 @@ import time
 from dataclasses import dataclass
 
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer_lft_or_name
-from ..inputs.sshare_dump import parse_sshare
 from ..model import Association, Controllers, InputError, Job, Snapshot
+from ..slurm.assoc_mgr import AssocRecord, parse_assoc_mgr
+from ..slurm.config import controllers as slurm_controllers
+from ..slurm.config import parse_config, priority_config
+from ..slurm.sacctmgr import parse_sacctmgr_assoc
+from ..slurm.sshare import parse_sshare
+from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
 from .slurm_commands import SlurmCommands
-from .slurm_text import (
-    AssocRecord,
-    parse_assoc_mgr,
-    parse_config,
-    parse_sacctmgr_assoc,
-    priority_config,
-    version_tuple,
-)
-from .slurm_text import controllers as slurm_controllers
 
 
 @dataclass
@@ -57,7 +54,7 @@ class SlurmCli(SlurmCommands):
     # -- individual reads -----------------------------------------------------------------------
 
     def raw_config(self) -> dict[str, str]:
-        """``scontrol show config`` as ``Key = Value`` pairs (slurm_text.parse_config)."""
+        """``scontrol show config`` as ``Key = Value`` pairs (:func:`fairshared.slurm.config.parse_config`)."""
         return parse_config(self.run(["scontrol", "show", "config"]))
 
     def config(self) -> dict:
@@ -76,7 +73,7 @@ class SlurmCli(SlurmCommands):
 
     def sibling_order(self, cluster: str | None, version: str | None) -> tuple[str, dict]:
         """Slurm's sibling order from slurmdbd: ``lft`` before 23.11, ``lineage`` after."""
-        kind = "lineage" if version_tuple(version) >= (23, 11) else "lft"
+        kind = "lineage" if version_tuple(version) >= LINEAGE else "lft"
         fields = ["account", "user", "partition", kind]
         argv = ["sacctmgr", "-nP", "show", "assoc", f"format={','.join(fields)}"]
         if cluster:

@@ -1,4 +1,5 @@
-"""Read a dump of ``sshare -a -l -P`` (or ``-p``) from any Slurm >= 22.05.
+"""``sshare -a -l -P`` (or ``-p``) from any Slurm >= 22.05: what the live source reads, and a dump
+of it given as an input file.  Pure.
 
 The header line decides the columns (sshare lets ``-o`` reorder them and
 different releases print different sets).  Needed: Account, User, RawShares,
@@ -16,10 +17,11 @@ usage at all) can differ.  A snapshot from the live source carries the real orde
 
 from __future__ import annotations
 
+import io
 import math
 from typing import Callable, Iterable
 
-from ..model import PARENT, Association, InputError, Snapshot, check_shares, check_usage
+from ..model import Association, InputError, Snapshot, check_shares, check_usage
 
 REQUIRED = ("account", "user", "rawshares", "rawusage")
 
@@ -161,4 +163,9 @@ def _shares(text: str, where: Callable[[], str]) -> int | str:
     return shares if 0 <= shares < 0x7FFFFFFF else check_shares(text, where())
 
 
-__all__ = ["parse_sshare", "PARENT"]
+def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None], float]:
+    """FairShare of every user row of ``sshare -a -l -P [-m]`` (or ``-p``), keyed (account, user,
+    partition)."""
+    if not text.strip():
+        return {}
+    return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
