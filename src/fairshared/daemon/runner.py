@@ -186,10 +186,6 @@ class Runner:
             self._take_config()
             self.number += 1
             res = self._cycle(reason)
-            self.last = res
-            if res.outcome in ("success", "push_failed"):
-                self.last_good = res
-            self.failures = 0 if res.ok else self.failures + 1
             t0 = time.monotonic()
             if self.metrics is not None:
                 try:
@@ -197,8 +193,14 @@ class Runner:
                 except Exception as exc:  # a metrics bug must not stop the daemon
                     self.log.error("publishing metrics failed", error=repr(exc))
             res.seconds["publish"] = time.monotonic() - t0
+            self.failures = 0 if res.ok else self.failures + 1
             self._log(res, reason)
             self._audit(res)
+            # only now does status() report the cycle: a client that sees it finished finds its
+            # metrics (while publish formats them a scrape gets the earlier bytes), log line and audit
+            self.last = res
+            if res.outcome in ("success", "push_failed"):
+                self.last_good = res
             self._write_status()
         with self.done:
             self.done.notify_all()
