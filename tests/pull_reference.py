@@ -5,12 +5,12 @@ errors, on generated input) and ``benchmarks/pull.py`` times the new ones agains
 (``old s`` and ``old/new`` in its table).  Each is the code of its time (sources/slurm_text.py,
 sources/jobinfo_cli.py, inputs/sshare_dump.py, engine/sibling_order.py and sources/slurm_cli.py
 at 25b9d7e, the commit before the pull-speed branch), only renamed (no module prefix: callers
-import this module as ``old``) and given today's names for what it calls (slurm.units'
-epoch_seconds and time_limit_minutes, slurm.squeue's skip_or_raise, ...: the same code, moved
-into slurm/ since).  Two are not copied because fairshared still holds them: ``infer`` here is
-engine.sibling_order.infer, unchanged (infer_lft_or_name falls back to it), and ``build_tree``
-is engine.tree._build_checked, the old one-association-at-a-time build kept to name
-build_tree's errors (with only a summed-usage check added).
+import the module under a name, ``old`` or ``before``) and given today's names for what it
+calls (slurm.units' epoch_seconds and time_limit_minutes, slurm.squeue's skip_or_raise, ...:
+the same code, moved into slurm/ since).  Two are not copied because fairshared still holds
+them: ``infer`` here is engine.sibling_order.infer, unchanged (infer_lft_or_name falls back to
+it), and ``build_tree`` is engine.tree._build_checked, the old one-association-at-a-time build
+kept to name build_tree's errors (with only a summed-usage check added).
 
 Frozen: the point is to stay what was replaced.  Do not make it faster, tidier or more correct;
 a fix belongs in fairshared, and a test that needs other behaviour wants its own oracle.
