@@ -9,8 +9,8 @@ sibling-order inference, ``read_jobs``, ``build_tree`` (also on 1M associations)
 ``SlurmCli.snapshot`` on canned command output (no process is started).
 
 Each figure is the best of a few runs (at least --repeat, and as many as fit in 0.25 s).  For
-the functions the pull-speed work changed, the implementation they replaced is kept in this
-file (``old_*``, never imported by fairshared) and timed in the same run on the same text;
+the functions the pull-speed work changed, the implementation they replaced (tests/pull_reference.py,
+the baseline test_pull_speed checks them against) is timed in the same run on the same text;
 ``old/new`` is their ratio, and each old result is checked equal to the new one first.  The
 whole snapshot is compared with the same source using all the replaced readers (OldCanned).
 Figures at 1M move by ~40 % with the heap's history (objects made after others were freed
@@ -25,389 +25,31 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
+import pull_reference as old  # noqa: E402
 from synthetic import make_associations  # noqa: E402
 
 from fairshared.engine import compute  # noqa: E402
 from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
-from fairshared.engine.tree import Tree, _build_checked, build_tree  # noqa: E402
-from fairshared.model import (  # noqa: E402
-    PARENT,
-    Association,
-    InputError,
-    Job,
-    Snapshot,
-    check_shares,
-    check_usage,
-)
+from fairshared.engine.tree import Tree, build_tree  # noqa: E402
+from fairshared.model import PARENT, Association, Job, Snapshot  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
 from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
 from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr  # noqa: E402
 from fairshared.slurm.config import parse_config  # noqa: E402
-from fairshared.slurm.sprio import SPRIO_FIELDS, SPRIO_FORMAT, SprioFacts, parse_sprio_facts  # noqa: E402
-from fairshared.slurm.squeue import (  # noqa: E402
-    SEP,
-    SQUEUE_ENV,
-    SQUEUE_FIELDS,
-    parse_squeue,
-    skip_or_raise,
-    squeue_argv,
-)
-from fairshared.slurm.sshare import REQUIRED, parse_sshare  # noqa: E402
-from fairshared.slurm.units import NICE_OFFSET, epoch_seconds, time_limit_minutes  # noqa: E402
-
-# ================================================================================================
-# The implementations the pull-speed work replaced (as they were on main), the baseline
-# ================================================================================================
-
-_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
-
-
-def _old_strip_uid(value: str) -> str:
-    m = _NAME_UID.match(value)
-    return m.group(1) if m else value
-
-
-def old_parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
-    """slurm.assoc_mgr.parse_assoc_mgr before: ``re.finditer(r"(\\S+?)=(\\S*)")`` per line."""
-    records: list[AssocRecord] = []
-    block: dict[str, str] = {}
-    start = 0
-
-    def flush():
-        if not block:
-            return
-        w = f"{where}: record at line {start}"
-        try:
-            ident = int(block["ID"])
-        except (KeyError, ValueError):
-            raise InputError("has no numeric ID=", w) from None
-        account = block.get("Account", "")
-        if not account:
-            raise InputError("has no Account=", w)
-        user = _old_strip_uid(block.get("UserName", "")) or None
-        part = block.get("Partition", "") or None
-        shares_field = block.get("SharesRaw/Norm/Level/Factor")
-        usage_field = block.get("UsageRaw/Norm/Efctv")
-        if shares_field is None or usage_field is None:
-            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
-        raw_shares = shares_field.split("/")[0]
-        label = f"{w} ({account}{'/' + user if user else ''})"
-        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
-            shares: int | str = PARENT
-        else:
-            shares = check_shares(raw_shares, label)
-        usage = check_usage(usage_field.split("/")[0], label)
-        parent_id = None
-        pa = block.get("ParentAccount", "")
-        m = _NAME_UID.match(pa)
-        if m:
-            parent_id = int(m.group(2))
-        order: int | str | None = None
-        if block.get("Lineage"):
-            order = block["Lineage"]
-        elif block.get("Lft", "").isdigit():
-            order = int(block["Lft"])
-        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
-
-    in_block = False
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.startswith("ClusterName="):
-            flush()
-            block = {}
-            start = lineno
-            in_block = True
-        elif not line.startswith((" ", "\t")):
-            flush()
-            block = {}
-            in_block = False
-            continue
-        if in_block:
-            for m in re.finditer(r"(\S+?)=(\S*)", line):
-                block.setdefault(m.group(1), m.group(2))
-    flush()
-    return records
-
-
-_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
-
-
-def old_parse_tres(text: str | None) -> dict[str, int]:
-    """slurm.tres.parse_tres before: a regex per TRES item."""
-    out: dict[str, int] = {}
-    if not text or text in ("(null)", "N/A"):
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            continue
-        name, value = item.split("=", 1)
-        name = name.strip().lower()
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
-        if not m:
-            raise InputError(f"TRES {item!r} has no numeric count")
-        num = float(m.group(1))
-        unit = m.group(2).upper()
-        if name.split("/")[0] in ("mem", "bb"):
-            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
-        elif unit:
-            num *= 1024.0 ** (_MB_POWER[unit] + 2)
-        out[name] = round(num)
-    return out
-
-
-def old_parse_squeue(text: str, where: str = "squeue", skipped: list[str] | None = None) -> list[Job]:
-    """slurm.squeue.parse_squeue before: a dict per row, old_parse_tres per job."""
-    jobs = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        parts = line.split(SEP)
-        if len(parts) != len(SQUEUE_FIELDS):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}",
-                          f"{where}: line {lineno}")
-            continue
-        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        try:
-            tres = old_parse_tres(d["tres-alloc"])
-            jobs.append(Job(
-                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
-                account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
-                nice=int(d["Nice"]), state=d["State"], submit_time=epoch_seconds(d["SubmitTime"]),
-                eligible_time=epoch_seconds(d["EligibleTime"]), accrue_time=epoch_seconds(d["AccrueTime"]),
-                cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
-                time_limit=time_limit_minutes(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
-        except (ValueError, InputError) as exc:
-            skip_or_raise(skipped, f"cannot read the job: {exc}",
-                          f"{where}: line {lineno} (job {d['JobID']})")
-    return jobs
-
-
-def old_parse_sprio_facts(text: str, where: str = "sprio", bad_jobs: set[int] | None = None,
-                          skipped: list[str] | None = None) -> dict[int, SprioFacts]:
-    """slurm.sprio.parse_sprio_facts before: setdefault per row, a SprioFacts per job."""
-    rows: dict[int, list[list[str]]] = {}
-    unreadable: dict[int, str] = {}
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(SEP)]
-        try:
-            job_id = int(parts[0])
-        except ValueError:
-            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
-        if len(parts) != len(SPRIO_FIELDS):
-            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
-                                  f"expected {len(SPRIO_FIELDS)}")
-            continue
-        rows.setdefault(job_id, []).append(parts)
-    out: dict[int, SprioFacts] = {}
-    for job_id, rs in rows.items():
-        if job_id in unreadable:
-            continue
-        try:
-            site = int(rs[0][2])
-            nice = int(rs[0][3])
-            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
-        except ValueError:
-            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
-            continue
-        if len(rs) > 1:
-            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
-        else:
-            direct = zero and site == 0 and nice == 0
-        out[job_id] = SprioFacts(0 if direct else site, direct)
-    if unreadable:
-        if bad_jobs is None:
-            raise InputError(next(iter(unreadable.values())))
-        bad_jobs.update(unreadable)
-        if skipped is not None:
-            skipped.extend(unreadable.values())
-    return out
-
-
-def old_read_jobs(cmds, *, running: bool = False, skipped: list[str] | None = None) -> list[Job]:
-    """jobinfo_cli.read_jobs before: squeue's jobs, then a dataclasses.replace per job for sprio's facts."""
-    argv = squeue_argv("all" if running else "PD")
-    jobs = old_parse_squeue(cmds.run_with(argv, SQUEUE_ENV), skipped=skipped)
-    if not jobs:
-        return jobs
-    bad: set[int] = set()
-    facts = old_parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
-                                  bad_jobs=bad if skipped is not None else None, skipped=skipped)
-    out = []
-    for j in jobs:
-        if j.job_id in bad:
-            continue
-        f = facts.get(j.job_id)
-        out.append(replace(j, site_factor=f.site_factor if f else None,
-                           direct_set_prio=bool(f and f.direct_set_prio)))
-    return out
-
-
-def old_in_name_order(associations: list[Association]) -> list[Association]:
-    return [replace(a, order=name_key(a)) for a in associations]
-
-
-def old_infer(candidates: Mapping[str, list[Association]], reported: Mapping[tuple, float]) -> str | None:
-    """engine.sibling_order.infer before: one Fair Tree compute (and tree build) per candidate."""
-    if not reported:
-        return None
-    matching = []
-    for kind, assocs in candidates.items():
-        result = compute(assocs, "fair_tree")
-        t = result.tree
-        ours = {(t.account[i], t.user[i], t.partition[i]): float(result.fairshare[i])
-                for i in range(t.n) if t.user[i] is not None}
-        if all(k in ours and f"{ours[k]:f}" == f"{v:f}" for k, v in reported.items()):
-            matching.append(kind)
-    return matching[0] if len(matching) == 1 else None
-
-
-def old_order_of_22_05(assocs: list[Association], reported: dict, cfg: dict, state: str = LFT):
-    """SlurmCli.order_of_22_05 before: the name-ordered copy, then old_infer."""
-    if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
-        named = old_in_name_order(assocs)
-        seen = old_infer({LFT: assocs, NAME: named}, reported)
-        if (seen or state) == NAME:
-            return named, NAME
-    return assocs, LFT
-
-
-def old_build_tree(associations: list[Association]) -> Tree:
-    """build_tree one association at a time, as before: engine.tree keeps it as the checked path
-    that names errors (it adds only the summed-usage check, a cheap pass)."""
-    return _build_checked(associations)
-
-
-def old_parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:
-    """slurm.sshare.parse_sshare before: where built per line, check_usage/check_shares per
-    row, every Association built twice."""
-    header: list[str] | None = None
-    trailing = False
-    col: dict[str, int] = {}
-    associations: list[Association] = []
-    # stack of (depth, account name) for the current path from root
-    path: list[tuple[int, str]] = []
-    accounts: set[str] = set()
-    header_line = 0
-    seen: dict[tuple, int] = {}
-    reported: dict[tuple, float] = {}
-    user_lines: list[tuple[int, str, str]] = []
-
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
-        where = f"{name}:{lineno}"
-        if not line.strip():
-            continue
-        if header is None:
-            if "|" not in line and line.lstrip().startswith("{"):
-                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
-            if "|" not in line:
-                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
-            trailing = line.endswith("|")
-            fields = line[:-1].split("|") if trailing else line.split("|")
-            header = [f.strip().lower() for f in fields]
-            col = {h: i for i, h in enumerate(header)}
-            missing = [c for c in REQUIRED if c not in col]
-            if missing:
-                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
-                         "rawusage": "RawUsage"}
-                raise InputError(
-                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
-                    + " (use sshare -a -l -P)",
-                    where,
-                )
-            header_line = lineno
-            continue
-        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
-            continue  # a separator line from a non-parsable paste
-        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
-        if len(fields) != len(header):
-            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
-        acct_field = fields[col["account"]]
-        account = acct_field.strip()
-        depth = len(acct_field) - len(acct_field.lstrip(" "))
-        user = fields[col["user"]].strip() or None
-        partition = fields[col["partition"]].strip() or None if "partition" in col else None
-        if not account:
-            raise InputError("empty Account field", where)
-        shares_text = fields[col["rawshares"]].strip()
-        usage_text = fields[col["rawusage"]].strip()
-        usage = check_usage(usage_text or "0", where)
-        if user is None:
-            # account row: its parent is the nearest shallower account on the path
-            while path and path[-1][0] >= depth:
-                path.pop()
-            parent = path[-1][1] if path else None
-            if parent is None and accounts:  # only the first account row (root) has none
-                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
-                                 where)
-            if account in accounts:
-                raise InputError(f"duplicate account {account!r}", where)
-            if parent is None:
-                shares = 1 if not shares_text else check_shares(shares_text, where)
-            else:
-                if not shares_text:
-                    raise InputError(f"account {account!r} has no RawShares", where)
-                shares = check_shares(shares_text, where)
-            accounts.add(account)
-            path.append((depth, account))
-            associations.append(
-                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
-            )
-        else:
-            user_lines.append((lineno, user, account))  # its account may come later (see below)
-            if not shares_text:
-                raise InputError(f"user {user!r} has no RawShares", where)
-            shares = check_shares(shares_text, where)
-            key = (account, user, partition)
-            if key in seen:
-                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
-                                 f"(first at line {seen[key]})", where)
-            seen[key] = lineno
-            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
-            if fs_text:
-                try:
-                    reported[key] = float(fs_text)
-                except ValueError:
-                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
-                                     where) from None
-            associations.append(
-                Association(
-                    account=account, user=user, parent=account, shares=shares, usage=usage,
-                    partition=partition
-                )
-            )
-    if header is None:
-        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
-    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
-    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
-    for lineno, user, account in user_lines:
-        if account not in accounts:
-            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
-                             f"{name}:{lineno}")
-    if not associations:
-        raise InputError("has a header but no associations", f"{name}:{header_line}")
-    # the dump's row order is the sibling order (see module docstring)
-    ordered = [
-        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
-        for i, a in enumerate(associations)
-    ]
-    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
-                    reported_fairshare=reported)
-
-
+from fairshared.slurm.sprio import parse_sprio_facts  # noqa: E402
+from fairshared.slurm.squeue import SEP, parse_squeue  # noqa: E402
+from fairshared.slurm.sshare import parse_sshare  # noqa: E402
 
 # ================================================================================================
 # Synthetic Slurm text
@@ -626,20 +268,20 @@ class Canned(SlurmCli):
 
 @dataclass
 class OldCanned(Canned):
-    """The same source with the readers as they were: old_parse_assoc_mgr, old_parse_sshare,
-    old_order_of_22_05 and old_read_jobs, and ``scontrol show config`` parsed twice."""
+    """The same source with the readers as they were: old.parse_assoc_mgr, old.parse_sshare,
+    old.order_of_22_05 and old.read_jobs, and ``scontrol show config`` parsed twice."""
 
     def assoc_mgr(self) -> list[AssocRecord]:
-        return old_parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
+        return old.parse_assoc_mgr(self.run(["scontrol", "show", "assoc_mgr", "flags=assoc"]))
 
     def sshare(self) -> Snapshot:
         text = self.run(["sshare", "-a", "-l", "-P", "-m"])
-        return old_parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
+        return old.parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
 
     def order_of_22_05(self, assocs: list[Association], reported: dict, cfg: dict):
         if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
-            named = old_in_name_order(assocs)
-            seen = old_infer({LFT: assocs, NAME: named}, reported)
+            named = old.in_name_order(assocs)
+            seen = old.infer({LFT: assocs, NAME: named}, reported)
             if seen:
                 self.order_state = seen
             if self.order_state == NAME:
@@ -647,7 +289,7 @@ class OldCanned(Canned):
         return assocs, LFT
 
     def pending_jobs(self, skipped: list[str] | None = None) -> list[Job]:
-        return old_read_jobs(self, skipped=skipped)
+        return old.read_jobs(self, skipped=skipped)
 
     def raw_config(self) -> dict[str, str]:
         parse_config(self.run(["scontrol", "show", "config"]))  # the second parse the snapshot made
@@ -721,33 +363,33 @@ def main() -> int:
         text = assoc_mgr_text(assocs)
         share = sshare_text(assocs)
         what = f"{n:,} assocs"
-        rep.row("parse_assoc_mgr", what, lambda: parse_assoc_mgr(text), lambda: old_parse_assoc_mgr(text),
+        rep.row("parse_assoc_mgr", what, lambda: parse_assoc_mgr(text), lambda: old.parse_assoc_mgr(text),
                 lambda a, b: a == b)
         records = parse_assoc_mgr(text)
         rep.row("associations_from_assoc_mgr", what, lambda: associations_from_assoc_mgr(records))
         ours = associations_from_assoc_mgr(records)
         rep.row("parse_sshare (-a -l -P -m)", what, lambda: parse_sshare(share.splitlines(True), "sshare"),
-                lambda: old_parse_sshare(share.splitlines(True), "sshare"), lambda a, b: a == b)
+                lambda: old.parse_sshare(share.splitlines(True), "sshare"), lambda a, b: a == b)
         shown = parse_sshare(share.splitlines(True), "sshare")
         rep.row("check_same_tree", what, lambda: check_same_tree(ours, shown.associations))
         reported = shown.reported_fairshare
         rep.row("order_of_22_05 (infer lft/name)", what,
                 lambda: SlurmCli().order_of_22_05(ours, reported, cfg),
-                lambda: old_order_of_22_05(ours, reported, cfg), lambda a, b: a == b)
+                lambda: old.order_of_22_05(ours, reported, cfg), lambda a, b: a == b)
         rep.row("build_tree (assoc_mgr's order)", what, lambda: build_tree(ours),
-                lambda: old_build_tree(ours), trees_equal)
+                lambda: old.build_tree(ours), trees_equal)
 
     for n in job_counts:
         assocs = make_cluster(max(1000, min(n, 10000)))
         squeue, sprio = jobs_text(assocs, n)
         cmds = Canned(texts={"assoc_mgr": "", "sshare": "", "squeue": squeue, "sprio": sprio})
         what = f"{n:,} jobs"
-        rep.row("parse_squeue", what, lambda: parse_squeue(squeue), lambda: old_parse_squeue(squeue),
+        rep.row("parse_squeue", what, lambda: parse_squeue(squeue), lambda: old.parse_squeue(squeue),
                 lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
         rep.row("parse_sprio_facts", what, lambda: parse_sprio_facts(sprio),
-                lambda: old_parse_sprio_facts(sprio), lambda a, b: a == b)
+                lambda: old.parse_sprio_facts(sprio), lambda a, b: a == b)
         rep.row("read_jobs (squeue + sprio)", what, lambda: read_jobs(cmds, skipped=[]),
-                lambda: old_read_jobs(cmds, skipped=[]),
+                lambda: old.read_jobs(cmds, skipped=[]),
                 lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
 
     for n in [int(s) for s in args.build.split(",") if s]:
@@ -755,10 +397,10 @@ def main() -> int:
         if n not in sizes:  # (else timed above, from the text)
             ours = make_cluster(n)  # too big for the text: the associations in list order, lft keys
             rep.row("build_tree (lft keys, reordered)", what, lambda: build_tree(ours),
-                    lambda: old_build_tree(ours), trees_equal)
+                    lambda: old.build_tree(ours), trees_equal)
         plain = make_associations(n)  # benchmarks/engine.py's trees: no order, account usage from the users
         rep.row("build_tree (engine.py's trees)", what, lambda: build_tree(plain),
-                lambda: old_build_tree(plain), trees_equal)
+                lambda: old.build_tree(plain), trees_equal)
 
     for n_assocs, n_jobs in zip(sizes, job_counts):
         assocs = make_cluster(n_assocs)

@@ -1,6 +1,7 @@
 """The pull's faster parsers and layouts give what the slower ones they replaced gave (issue 19 item 4).
 
-Each replaced implementation is kept here, in its plain form, as the oracle; hypothesis feeds both
+Each replaced implementation is the oracle, from tests/pull_reference.py (imported as ``before``:
+the code as it was, frozen; benchmarks/pull.py times the new against the same); hypothesis feeds both
 the same generated input (odd words, repeated keys, bad values, unusual whitespace) and the
 results, or the error messages, must be equal.  Deterministic like tests/test_fuzz.py.
 """
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import io
 import math
-import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,18 +24,18 @@ from fairshared.engine.sibling_order import (
     in_name_order,
     infer,
     infer_lft_or_name,
-    name_key,
     name_positions,
 )
 from fairshared.engine.tree import _build_checked, _build_columns
-from fairshared.model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
+from fairshared.model import PARENT, Association, InputError
 from fairshared.sources.jobinfo_cli import read_jobs
-from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr
-from fairshared.slurm.sprio import SPRIO_FIELDS, SPRIO_FORMAT, SprioFacts, parse_sprio_facts
-from fairshared.slurm.squeue import SEP, SQUEUE_ENV, SQUEUE_FIELDS, parse_squeue, skip_or_raise, squeue_argv
-from fairshared.slurm.sshare import REQUIRED, parse_sshare
+from fairshared.slurm.assoc_mgr import parse_assoc_mgr
+from fairshared.slurm.sprio import parse_sprio_facts
+from fairshared.slurm.squeue import SEP, SQUEUE_FIELDS, parse_squeue
+from fairshared.slurm.sshare import parse_sshare
 from fairshared.slurm.tres import parse_tres
-from fairshared.slurm.units import NICE_OFFSET, epoch_seconds, time_limit_minutes
+
+import pull_reference as before  # tests/: the replaced implementations
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
@@ -51,73 +51,6 @@ def outcome(fn, *args, **kwargs):
 
 
 # --- scontrol show assoc_mgr flags=assoc -----------------------------------------------------------
-
-_NAME_UID = re.compile(r"^(.*)\((\d+)\)$")
-
-
-def regex_parse_assoc_mgr(text: str, where: str = "scontrol show assoc_mgr") -> list[AssocRecord]:
-    """The parser as it was: ``re.finditer(r"(\\S+?)=(\\S*)")`` on every line of a block."""
-    records: list[AssocRecord] = []
-    block: dict[str, str] = {}
-    start = 0
-
-    def strip_uid(value: str) -> str:
-        m = _NAME_UID.match(value)
-        return m.group(1) if m else value
-
-    def flush():
-        if not block:
-            return
-        w = f"{where}: record at line {start}"
-        try:
-            ident = int(block["ID"])
-        except (KeyError, ValueError):
-            raise InputError("has no numeric ID=", w) from None
-        account = block.get("Account", "")
-        if not account:
-            raise InputError("has no Account=", w)
-        user = strip_uid(block.get("UserName", "")) or None
-        part = block.get("Partition", "") or None
-        shares_field = block.get("SharesRaw/Norm/Level/Factor")
-        usage_field = block.get("UsageRaw/Norm/Efctv")
-        if shares_field is None or usage_field is None:
-            raise InputError("lacks SharesRaw/... or UsageRaw/...", w)
-        raw_shares = shares_field.split("/")[0]
-        label = f"{w} ({account}{'/' + user if user else ''})"
-        if raw_shares.lower() == "parent" or raw_shares == "2147483647":
-            shares: int | str = PARENT
-        else:
-            shares = check_shares(raw_shares, label)
-        usage = check_usage(usage_field.split("/")[0], label)
-        parent_id = None
-        m = _NAME_UID.match(block.get("ParentAccount", ""))
-        if m:
-            parent_id = int(m.group(2))
-        order: int | str | None = None
-        if block.get("Lineage"):
-            order = block["Lineage"]
-        elif block.get("Lft", "").isdigit():
-            order = int(block["Lft"])
-        records.append(AssocRecord(ident, account, user, part, parent_id, shares, usage, order))
-
-    in_block = False
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if line.startswith("ClusterName="):
-            flush()
-            block = {}
-            start = lineno
-            in_block = True
-        elif not line.startswith((" ", "\t")):
-            flush()
-            block = {}
-            in_block = False
-            continue
-        if in_block:
-            for m in re.finditer(r"(\S+?)=(\S*)", line):
-                block.setdefault(m.group(1), m.group(2))
-    flush()
-    return records
-
 
 KEYS = ["ID", "Account", "UserName", "Partition", "SharesRaw/Norm/Level/Factor", "UsageRaw/Norm/Efctv",
         "ParentAccount", "Lft", "Lineage", "Priority", "DefAssoc", "GrpTRES", "ClusterName", "I", "=", "=ID"]
@@ -180,14 +113,14 @@ def assoc_mgr_texts(draw):
 @EXAMPLES
 @given(assoc_mgr_texts())
 def test_assoc_mgr_words_are_read_as_the_regex_read_them(text):
-    assert outcome(parse_assoc_mgr, text) == outcome(regex_parse_assoc_mgr, text)
+    assert outcome(parse_assoc_mgr, text) == outcome(before.parse_assoc_mgr, text)
 
 
 @EXAMPLES
 @given(st.lists(st.one_of(line(indent=True), line(indent=False)), max_size=12))
 def test_assoc_mgr_odd_lines(lines):
     text = "\n".join(["ClusterName=c Account=a ID=1"] + lines)
-    assert outcome(parse_assoc_mgr, text) == outcome(regex_parse_assoc_mgr, text)
+    assert outcome(parse_assoc_mgr, text) == outcome(before.parse_assoc_mgr, text)
 
 
 def test_assoc_mgr_odd_words_by_hand():
@@ -206,129 +139,10 @@ def test_assoc_mgr_odd_words_by_hand():
     assert got == [(1, "u", 3.5, None), (1, "u", 3.5, None), (1, "u", 3.5, 12), (1, "u", 3.5, "/a/"),
                    (1, "u", 3.5, "/x/"), (1, "u", 3.5, None)]
     for c in cases:
-        assert parse_assoc_mgr(head + c) == regex_parse_assoc_mgr(head + c)
+        assert parse_assoc_mgr(head + c) == before.parse_assoc_mgr(head + c)
 
 
 # --- squeue, sprio and the jobs read from them -----------------------------------------------------
-
-_MB_POWER = {"K": -1, "M": 0, "G": 1, "T": 2, "P": 3}
-
-
-def regex_parse_tres(text):
-    """parse_tres as it was: a regex per item, nothing cached."""
-    out: dict[str, int] = {}
-    if not text or text in ("(null)", "N/A"):
-        return out
-    for item in text.split(","):
-        if "=" not in item:
-            continue
-        name, value = item.split("=", 1)
-        name = name.strip().lower()
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGTP]?)", value.strip(), re.IGNORECASE)
-        if not m:
-            raise InputError(f"TRES {item!r} has no numeric count")
-        num = float(m.group(1))
-        unit = m.group(2).upper()
-        if name.split("/")[0] in ("mem", "bb"):
-            num *= 1024.0 ** _MB_POWER.get(unit or "M", 0)
-        elif unit:
-            num *= 1024.0 ** (_MB_POWER[unit] + 2)
-        out[name] = round(num)
-    return out
-
-
-def plain_parse_squeue(text, where="squeue", skipped=None):
-    """parse_squeue as it was: a dict per row, regex_parse_tres per job."""
-    jobs = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        parts = line.split(SEP)
-        if len(parts) != len(SQUEUE_FIELDS):
-            skip_or_raise(skipped, f"has {len(parts)} fields, expected {len(SQUEUE_FIELDS)}",
-                          f"{where}: line {lineno}")
-            continue
-        d = dict(zip(SQUEUE_FIELDS, (p.strip() for p in parts)))
-        try:
-            tres = regex_parse_tres(d["tres-alloc"])
-            jobs.append(Job(
-                job_id=int(d["JobID"]), display_id=d["JobArrayID"], user=d["UserName"],
-                account=d["Account"], partition=d["Partition"], qos=d["QOS"], priority=int(d["PriorityLong"]),
-                nice=int(d["Nice"]), state=d["State"], submit_time=epoch_seconds(d["SubmitTime"]),
-                eligible_time=epoch_seconds(d["EligibleTime"]), accrue_time=epoch_seconds(d["AccrueTime"]),
-                cpus=int(d["NumCPUs"]), min_nodes=int(tres.get("node") or d["NumNodes"] or 1),
-                time_limit=time_limit_minutes(d["TimeLimit"]), tres=tres, reason=d["Reason"]))
-        except (ValueError, InputError) as exc:
-            skip_or_raise(skipped, f"cannot read the job: {exc}",
-                          f"{where}: line {lineno} (job {d['JobID']})")
-    return jobs
-
-
-def plain_parse_sprio_facts(text, where="sprio", bad_jobs=None, skipped=None):
-    """parse_sprio_facts as it was."""
-    rows: dict[int, list[list[str]]] = {}
-    unreadable: dict[int, str] = {}
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split(SEP)]
-        try:
-            job_id = int(parts[0])
-        except ValueError:
-            raise InputError(f"unexpected line {line!r}", f"{where}: line {lineno}") from None
-        if len(parts) != len(SPRIO_FIELDS):
-            unreadable[job_id] = (f"{where}: line {lineno}: has {len(parts)} fields, "
-                                  f"expected {len(SPRIO_FIELDS)}")
-            continue
-        rows.setdefault(job_id, []).append(parts)
-    out = {}
-    for job_id, rs in rows.items():
-        if job_id in unreadable:
-            continue
-        try:
-            site = int(rs[0][2])
-            nice = int(rs[0][3])
-            zero = all(float(v) == 0 for r in rs for v in r[4:10]) and not any(r[10] for r in rs)
-        except ValueError:
-            unreadable[job_id] = f"{where}: job {job_id}: non-numeric factors"
-            continue
-        if len(rs) > 1:
-            direct = (site == -NICE_OFFSET and nice == -NICE_OFFSET) or (zero and site == 0 and nice == 0)
-        else:
-            direct = zero and site == 0 and nice == 0
-        out[job_id] = SprioFacts(0 if direct else site, direct)
-    if unreadable:
-        if bad_jobs is None:
-            raise InputError(next(iter(unreadable.values())))
-        bad_jobs.update(unreadable)
-        if skipped is not None:
-            skipped.extend(unreadable.values())
-    return out
-
-
-def plain_read_jobs(cmds, *, running=False, skipped=None, assoc_priority=None):
-    """read_jobs as it was (a dataclasses.replace per job for sprio's facts), and JobInfoCli's
-    replace per job for the association's Priority."""
-    jobs = plain_parse_squeue(cmds.run_with(squeue_argv("all" if running else "PD"), SQUEUE_ENV),
-                              skipped=skipped)
-    if not jobs:
-        return jobs
-    bad: set[int] = set()
-    facts = plain_parse_sprio_facts(cmds.run_with(["sprio", "-h", "-o", SPRIO_FORMAT]),
-                                    bad_jobs=bad if skipped is not None else None, skipped=skipped)
-    out = []
-    for j in jobs:
-        if j.job_id in bad:
-            continue
-        f = facts.get(j.job_id)
-        out.append(replace(j, site_factor=f.site_factor if f else None,
-                           direct_set_prio=bool(f and f.direct_set_prio)))
-    if assoc_priority is not None:
-        out = [replace(j, assoc_priority=assoc_priority.get((j.account, j.user, (j.partitions or (None,))[0]),
-                                                            assoc_priority.get((j.account, j.user, None), 0)))
-               for j in out]
-    return out
-
 
 TRES_ITEM = st.one_of(
     st.tuples(st.sampled_from(["cpu", "mem", "node", "billing", "gres/gpu", "bb/lustre", "MEM", " cpu ", "",
@@ -345,7 +159,7 @@ TRES = st.one_of(st.sampled_from(["", "(null)", "N/A", "cpu=4,mem=1G,node=1,bill
 @EXAMPLES
 @given(TRES)
 def test_tres_parsed_as_the_regex_parsed_it(text):
-    want = outcome(regex_parse_tres, text)
+    want = outcome(before.parse_tres, text)
     first = outcome(parse_tres, text)
     assert first == want
     if isinstance(first, dict):
@@ -428,7 +242,7 @@ def test_squeue_rows_read_as_before(lines, keep_skipped):
     text = "\n".join(lines) + "\n"
     skipped_new: list[str] | None = [] if keep_skipped else None
     skipped_old: list[str] | None = [] if keep_skipped else None
-    assert outcome(parse_squeue, text, skipped=skipped_new) == outcome(plain_parse_squeue, text,
+    assert outcome(parse_squeue, text, skipped=skipped_new) == outcome(before.parse_squeue, text,
                                                                        skipped=skipped_old)
     assert skipped_new == skipped_old
 
@@ -446,10 +260,10 @@ def test_read_jobs_as_before(lines, data, keep_skipped, assoc_priority):
     skipped_new: list[str] | None = [] if keep_skipped else None
     skipped_old: list[str] | None = [] if keep_skipped else None
     got = outcome(read_jobs, new, skipped=skipped_new, assoc_priority=assoc_priority)
-    assert got == outcome(plain_read_jobs, old, skipped=skipped_old, assoc_priority=assoc_priority)
+    assert got == outcome(before.read_jobs, old, skipped=skipped_old, assoc_priority=assoc_priority)
     assert skipped_new == skipped_old and new.ran == old.ran  # sprio only when squeue shows a job
     if isinstance(got, list):
-        want = plain_read_jobs(old, skipped=[] if keep_skipped else None)
+        want = before.read_jobs(old, skipped=[] if keep_skipped else None)
         assert [j.tres for j in got] == [j.tres for j in want]
 
 
@@ -462,16 +276,11 @@ def test_sprio_facts_as_before(data, keep_bad):
     skipped_new: list[str] = []
     skipped_old: list[str] = []
     assert outcome(parse_sprio_facts, text, bad_jobs=bad_new, skipped=skipped_new) == \
-        outcome(plain_parse_sprio_facts, text, bad_jobs=bad_old, skipped=skipped_old)
+        outcome(before.parse_sprio_facts, text, bad_jobs=bad_old, skipped=skipped_old)
     assert (bad_new, skipped_new) == (bad_old, skipped_old)
 
 
 # --- 22.05's sibling order: one tree and one Fair Tree instead of two ----------------------------
-
-def replace_in_name_order(associations):
-    """in_name_order as it was: dataclasses.replace per association."""
-    return [replace(a, order=name_key(a)) for a in associations]
-
 
 @st.composite
 def tied_trees(draw):
@@ -522,7 +331,7 @@ def printed_fairshare(associations):
 @given(tied_trees(), st.data())
 def test_infer_lft_or_name_as_infer(assocs, data):
     named = in_name_order(assocs)
-    assert named == replace_in_name_order(assocs)
+    assert named == before.in_name_order(assocs)
     tree = build_tree(assocs)
     by_name = build_tree(named)
     pos = name_positions(tree, assocs)
@@ -646,125 +455,6 @@ def test_build_tree_errors_as_before(assocs):
 
 # --- sshare -a -l -P -m ------------------------------------------------------------------------------
 
-def plain_parse_sshare(lines, name="<sshare dump>"):
-    """parse_sshare as it was: where built per line, check_usage/check_shares per row, every
-    Association built twice."""
-    header: list[str] | None = None
-    trailing = False
-    col: dict[str, int] = {}
-    associations: list[Association] = []
-    # stack of (depth, account name) for the current path from root
-    path: list[tuple[int, str]] = []
-    accounts: set[str] = set()
-    header_line = 0
-    seen: dict[tuple, int] = {}
-    reported: dict[tuple, float] = {}
-    user_lines: list[tuple[int, str, str]] = []
-
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
-        where = f"{name}:{lineno}"
-        if not line.strip():
-            continue
-        if header is None:
-            if "|" not in line and line.lstrip().startswith("{"):
-                raise InputError(f"looks like a fairshared snapshot (JSON): use --snapshot {name}", where)
-            if "|" not in line:
-                raise InputError("expected sshare's '|'-separated header (run sshare with -P)", where)
-            trailing = line.endswith("|")
-            fields = line[:-1].split("|") if trailing else line.split("|")
-            header = [f.strip().lower() for f in fields]
-            col = {h: i for i, h in enumerate(header)}
-            missing = [c for c in REQUIRED if c not in col]
-            if missing:
-                names = {"account": "Account", "user": "User", "rawshares": "RawShares",
-                         "rawusage": "RawUsage"}
-                raise InputError(
-                    "header lacks the column(s) " + ", ".join(names[m] for m in missing)
-                    + " (use sshare -a -l -P)",
-                    where,
-                )
-            header_line = lineno
-            continue
-        if line.startswith("-") and set(line.strip()) <= {"-", " ", "|"}:
-            continue  # a separator line from a non-parsable paste
-        fields = (line[:-1] if trailing and line.endswith("|") else line).split("|")
-        if len(fields) != len(header):
-            raise InputError(f"has {len(fields)} fields, the header has {len(header)}", where)
-        acct_field = fields[col["account"]]
-        account = acct_field.strip()
-        depth = len(acct_field) - len(acct_field.lstrip(" "))
-        user = fields[col["user"]].strip() or None
-        partition = fields[col["partition"]].strip() or None if "partition" in col else None
-        if not account:
-            raise InputError("empty Account field", where)
-        shares_text = fields[col["rawshares"]].strip()
-        usage_text = fields[col["rawusage"]].strip()
-        usage = check_usage(usage_text or "0", where)
-        if user is None:
-            # account row: its parent is the nearest shallower account on the path
-            while path and path[-1][0] >= depth:
-                path.pop()
-            parent = path[-1][1] if path else None
-            if parent is None and accounts:  # only the first account row (root) has none
-                raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
-                                 where)
-            if account in accounts:
-                raise InputError(f"duplicate account {account!r}", where)
-            if parent is None:
-                shares = 1 if not shares_text else check_shares(shares_text, where)
-            else:
-                if not shares_text:
-                    raise InputError(f"account {account!r} has no RawShares", where)
-                shares = check_shares(shares_text, where)
-            accounts.add(account)
-            path.append((depth, account))
-            associations.append(
-                Association(account=account, user=None, parent=parent, shares=shares, usage=usage)
-            )
-        else:
-            user_lines.append((lineno, user, account))  # its account may come later (see below)
-            if not shares_text:
-                raise InputError(f"user {user!r} has no RawShares", where)
-            shares = check_shares(shares_text, where)
-            key = (account, user, partition)
-            if key in seen:
-                raise InputError(f"duplicate association of user {user!r} in account {account!r} "
-                                 f"(first at line {seen[key]})", where)
-            seen[key] = lineno
-            fs_text = fields[col["fairshare"]].strip() if "fairshare" in col else ""
-            if fs_text:
-                try:
-                    reported[key] = float(fs_text)
-                except ValueError:
-                    raise InputError(f"FairShare {fs_text!r} of user {user!r} is not a number",
-                                     where) from None
-            associations.append(
-                Association(
-                    account=account, user=user, parent=account, shares=shares, usage=usage,
-                    partition=partition
-                )
-            )
-    if header is None:
-        raise InputError("is empty (expected the output of sshare -a -l -P)", name)
-    # 22.05's sshare can print a FairShare=parent user's row before root or away from its account
-    # (it walks the list slurmctld holds, and such a user sits with its fs-parent's children)
-    for lineno, user, account in user_lines:
-        if account not in accounts:
-            raise InputError(f"user {user!r} names account {account!r}, which no row defines",
-                             f"{name}:{lineno}")
-    if not associations:
-        raise InputError("has a header but no associations", f"{name}:{header_line}")
-    # the dump's row order is the sibling order (see module docstring)
-    ordered = [
-        Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order=i)
-        for i, a in enumerate(associations)
-    ]
-    return Snapshot(associations=ordered, source=f"sshare dump {name}", sibling_order="input",
-                    reported_fairshare=reported)
-
-
-
 SSHARE_DUMP = (ROOT / "examples" / "sshare-fair-tree.txt").read_text()
 SSHARE_ODD = ["", " ", "0", "5", " 7 ", "-1", "2147483647", "2147483646", "parent", "Parent", "PARENT ",
               "1.5", "nan", "inf", "-0", "1e3", "1_0", "٣", "x", "+4"]
@@ -811,4 +501,4 @@ def sshare_dumps(draw):
 @given(sshare_dumps())
 def test_sshare_read_as_before(text):
     got = outcome(parse_sshare, io.StringIO(text), "dump.txt")
-    assert got == outcome(plain_parse_sshare, io.StringIO(text), "dump.txt")
+    assert got == outcome(before.parse_sshare, io.StringIO(text), "dump.txt")
