@@ -1,0 +1,63 @@
+"""The command-line pull against a real cluster: what it asks Slurm for, cycle after cycle.
+
+From 23.11 the association manager's tree carries its sibling order (``Lineage``), and sshare is
+only a cross-check; sshare's client is quadratic in the associations (58 s at 100,000 on 25.11.7),
+so the pull runs it only when the tree differs from the one sshare last confirmed.  22.05 runs it
+every read: its sibling order is inferred from sshare's ranks.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import slurm_cluster as sc
+from fairshared.sources.slurm_cli import SlurmCli
+
+pytestmark = pytest.mark.slurm
+
+USER, ACCOUNT = "psu1", "psacct"
+
+
+def shares_of(snap, account: str):
+    return next(a.shares for a in snap.associations if a.account == account and a.user is None)
+
+
+def test_sshare_runs_again_only_when_the_tree_changes(slurm):
+    sc.ensure_cluster("fair_tree")
+    sc.remove_objects([USER], [ACCOUNT])
+    sc.add_unix_user(USER)
+    sc.sacctmgr("add", "account", f"name={ACCOUNT}", "parent=root", "fairshare=5",
+                f"cluster={sc.CLUSTER_NAME}")
+    sc.sacctmgr("add", "user", f"name={USER}", f"account={ACCOUNT}", f"cluster={sc.CLUSTER_NAME}")
+    try:
+        cli = SlurmCli(env=sc.cluster_env(), timeout=60)
+
+        def sshares() -> int:
+            return sum(1 for command, _ in cli.calls if command.startswith("sshare "))
+
+        deadline = time.monotonic() + 30
+        while shares_of(first := cli.snapshot(jobs=False), ACCOUNT) != 5:  # slurmdbd → slurmctld
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        n1 = sshares()
+        again = cli.snapshot(jobs=False)
+        n2 = sshares()
+        assert [(a.key, a.shares, a.parent, a.order) for a in again.associations] == \
+            [(a.key, a.shares, a.parent, a.order) for a in first.associations]
+        sc.sacctmgr("modify", "account", f"name={ACCOUNT}", "set", "fairshare=7")
+        deadline = time.monotonic() + 30
+        while shares_of(changed := cli.snapshot(jobs=False), ACCOUNT) != 7:
+            assert time.monotonic() < deadline, "slurmctld never got the new shares"
+            time.sleep(0.5)
+        n3 = sshares()
+        lineage = slurm.series >= (23, 11)
+        assert changed.sibling_order in (("lineage",) if lineage else ("lft", "name"))
+        if lineage:
+            assert n2 == n1  # the same tree: no second sshare
+            assert n3 > n2  # a changed tree is checked against sshare again
+        else:
+            assert n2 == n1 + 1  # 22.05: every read
+    finally:
+        sc.remove_objects([USER], [ACCOUNT])
