@@ -24,7 +24,7 @@ PKG = "fairshared"
 # top-level entry under src/fairshared -> layer (docs/architecture.md says what each holds)
 LAYER = {
     # 0 foundation: records and formats every layer shares; no fairshared import but those below
-    "__init__": 0, "model": 0, "records": 0, "slurm": 0, "logs": 0, "pyslurm_loader": 0,
+    "__init__": 0, "model": 0, "settings": 0, "records": 0, "slurm": 0, "logs": 0, "pyslurm_loader": 0,
     # 1 core: the computations; no I/O
     "engine": 1, "priority": 1, "usage": 1, "plan": 1, "push_modes": 1, "whatif": 1, "explain_vs": 1,
     "output": 1, "cycle": 1,
@@ -40,6 +40,7 @@ NAMES = {0: "foundation", 1: "core", 2: "adapters", 3: "applications", 4: "entry
 # same-layer imports between two entries that are allowed (all others of that layer are not)
 SIDEWAYS = {
     ("slurm", "model"),  # Slurm's formats build model records; slurm/ imports nothing else
+    ("model", "settings"),  # a Snapshot carries the cluster's ClusterSettings
     ("pyslurm_loader", "records"),  # raises records.SourceError
     ("commands", "daemon"),  # run starts the daemon, recompute reads its config and pid file
     ("__main__", "cli"),

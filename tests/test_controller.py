@@ -22,6 +22,7 @@ from fairshared.plan import JobState, PushState, plan
 from fairshared.sources.controller import ControllerCheck
 from fairshared.slurm.config import controllers, parse_config
 from fairshared.slurm.state_files import parse_heartbeat
+from fairshared.settings import ClusterSettings
 
 CONFIG_2205 = """Configuration data as of 2026-11-25T10:00:00
 SlurmctldHost[0]        = fsctl1(127.0.0.1)
@@ -175,8 +176,8 @@ class TwoHeads:
 
     def snapshot(self, *, jobs=True):
         return Snapshot(associations=list(TREE), jobs=list(self.jobs.values()),
-                        config={"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60,
-                                "dampening": 1}, controllers=pair(self.state, self.port))
+                        settings=ClusterSettings(weight_fairshare=0, calc_period_seconds=60),
+                        controllers=pair(self.state, self.port))
 
     def apply(self, action):
         self.applied.append(action)

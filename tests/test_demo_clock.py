@@ -58,7 +58,7 @@ def test_the_daemons_source_is_the_commands_demo_at_the_same_moment(capsys, tmp_
     assert weight_for(config, res.snapshot) == demo.CONFIG["weight_fairshare"] == 10000
     assert res.fairshare_counted_twice is False
     snap = source.snapshot()
-    assert snap.config == demo.demo_inputs(demo_now).snapshot.config
+    assert snap.settings == demo.demo_inputs(demo_now).snapshot.settings
     assert [a.usage for a in snap.associations] == [
         a.usage for a in demo.demo_inputs(demo_now).snapshot.associations]
 

@@ -47,6 +47,7 @@ from fairshared.daemon.runner import Runner
 from fairshared.inputs.snapshot import load_snapshot, snapshot_to_dict
 from fairshared.model import Association, InputError, Job, Snapshot
 from fairshared.records import SourceError
+from fairshared.settings import ClusterSettings
 from fairshared.slurm.sshare import parse_sshare
 from fairshared.slurm.tres import parse_tres_exact
 from fairshared.sources.sacct import parse_sacct
@@ -819,6 +820,7 @@ GOOD_JOBS = [Job(1, "busy", "a", "batch", priority=10, site_factor=0),
              Job(2, "idle", "a", "batch", priority=10, site_factor=0),
              Job(3, "carol", "b", "batch", priority=10, site_factor=0, nice=5)]
 GOOD_CONFIG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "dampening": 1}
+GOOD_SETTINGS = ClusterSettings.from_dict(GOOD_CONFIG)
 
 
 class GarbageSource:
@@ -901,6 +903,14 @@ def broken_trees(draw) -> list:
     return tree
 
 
+def _cluster_settings(config):
+    """The settings a source would build from ``config``; what it cannot build stays as the garbage it is."""
+    try:
+        return ClusterSettings.from_dict(config)
+    except (AttributeError, TypeError, ValueError):
+        return config
+
+
 @st.composite
 def garbage_snapshots(draw):
     """What a broken Source might hand the Runner: exceptions, non-snapshots, or broken snapshots."""
@@ -922,16 +932,17 @@ def garbage_snapshots(draw):
         field_ = draw(st.sampled_from(["associations", "jobs", "config_flags"]))
         if field_ == "associations":
             assocs = draw(st.one_of(st.none(), st.just([]), st.integers(), st.just(tuple())))
-            return lambda: Snapshot(associations=assocs, config=dict(GOOD_CONFIG), jobs=list(GOOD_JOBS))
+            return lambda: Snapshot(associations=assocs, settings=GOOD_SETTINGS, jobs=list(GOOD_JOBS))
         if field_ == "jobs":
             garbage_jobs = draw(st.one_of(st.lists(NOT_ASSOCIATION, min_size=1, max_size=3), st.none(),
                                           st.integers(), st.text(max_size=5)))
-            return lambda: Snapshot(associations=list(GOOD_TREE), config=dict(GOOD_CONFIG), jobs=garbage_jobs)
+            return lambda: Snapshot(associations=list(GOOD_TREE), settings=GOOD_SETTINGS, jobs=garbage_jobs)
         flags = draw(st.sampled_from([5, [1, 2], [None], 1.5]))
-        return lambda: Snapshot(associations=list(GOOD_TREE), config={"priority_flags": flags},
+        garbage = _cluster_settings({"priority_flags": flags})
+        return lambda: Snapshot(associations=list(GOOD_TREE), settings=garbage,
                                 jobs=list(GOOD_JOBS))
     tree = draw(broken_trees())
-    return lambda: Snapshot(associations=list(tree), config=config if config is None else dict(config),
+    return lambda: Snapshot(associations=list(tree), settings=_cluster_settings(config),
                             jobs=list(jobs))
 
 
@@ -946,7 +957,8 @@ def test_runner_control_a_good_snapshot_is_pushed():
     """The double does push when the snapshot is sound (so 'never called' below means something)."""
     for mode in ("site_factor", "nice"):
         r, up = _runner(mode)
-        r.source = GarbageSource(lambda: Snapshot(list(GOOD_TREE), config=dict(GOOD_CONFIG), jobs=list(GOOD_JOBS)))
+        r.source = GarbageSource(lambda: Snapshot(list(GOOD_TREE), settings=GOOD_SETTINGS,
+                                                  jobs=list(GOOD_JOBS)))
         assert r.cycle().outcome == "success" and up.calls
 
 
@@ -979,7 +991,7 @@ def test_runner_garbage_snapshot_fuzz():
 ], ids=["config-not-a-dict", "calc-period-not-a-number", "jobs-None", "jobs-int"])
 def test_runner_garbage_around_a_valid_tree(config, jobs):
     r, up = _runner("site_factor")
-    r.source = GarbageSource(lambda: Snapshot(list(GOOD_TREE), config=config, jobs=jobs))
+    r.source = GarbageSource(lambda: Snapshot(list(GOOD_TREE), settings=_cluster_settings(config), jobs=jobs))
     res = r.cycle()  # a failed cycle, never an exception out of cycle() (the shape is checked at the pull)
     assert res.outcome in ("pull_failed", "compute_failed") and up.calls == [], (res.outcome, res.error)
     assert r.status()["stale"] and r.retry_delay() > 0

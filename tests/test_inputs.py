@@ -12,6 +12,7 @@ from fairshared.inputs.snapshot import dump_snapshot, load_snapshot, snapshot_to
 from fairshared.slurm.sshare import parse_sshare
 from fairshared.model import PARENT, InputError
 from fairshared.output import write
+from fairshared.settings import ClusterSettings
 
 # The shape of `sshare -a -l -P` on 22.05 under Fair Tree (values made up, layout as printed).
 DUMP = """\
@@ -93,12 +94,12 @@ def test_bad_dumps_name_file_and_line(text, where, message):
 
 def test_snapshot_round_trip_keeps_order_and_config():
     snap = parse(DUMP)
-    snap.config = {"priority_flags": ["NO_FAIR_TREE"], "dampening": 2}
+    snap.settings = ClusterSettings.from_dict({"priority_flags": ["NO_FAIR_TREE"], "dampening": 2})
     buf = io.StringIO()
     dump_snapshot(snap, buf)
     back = load_snapshot(io.StringIO(buf.getvalue()), "snap.json")
     assert back.associations == snap.associations
-    assert back.config == snap.config
+    assert back.settings == snap.settings
     assert snapshot_to_dict(back) == snapshot_to_dict(snap)
 
 

@@ -16,6 +16,7 @@ from fairshared.model import InputError, Job, PartitionInfo
 from fairshared.priority import ClusterInfo, PriorityParams
 from fairshared.slurm.tres import parse_tres_weights
 from fairshared.slurm.units import INFINITE
+from fairshared.settings import ClusterSettings
 
 NOW = 1_800_000_000
 
@@ -64,10 +65,14 @@ def test_tres_weights_with_units():
         parse_tres_weights("cpu=lots")
 
 
-def test_params_from_config_and_overrides():
+def settings_of(raw: dict) -> ClusterSettings:
+    return ClusterSettings.from_dict(priority_config(raw))
+
+
+def test_params_from_settings_and_overrides():
     cfg = {"weight_age": 1000, "weight_fairshare": 10000, "max_age_seconds": 3600, "favor_small": True,
            "priority_flags": ["NO_NORMAL_ALL"], "weight_tres": {"cpu": 1.0}, "weight_tres_exact": {"mem": 0.5}}
-    p = PriorityParams.from_config(cfg)
+    p = PriorityParams.from_settings(ClusterSettings.from_dict(cfg))
     assert (p.weight_age, p.weight_fairshare, p.weight_qos, p.max_age, p.favor_small) == (1000, 10000, 0, 3600, True)
     assert p.weight_tres == {"mem": 0.5}  # the unit-aware weights win
     assert p.flags == frozenset(P.NO_NORMAL)
@@ -480,8 +485,8 @@ def test_read_puts_it_all_together(tmp_path):
     pi = cli.priority_inputs(sshare=True)
     assert pi.last_calc == 1795326900
     # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins
-    assert pi.snapshot.config["priority_flags"] == ["NO_NORMAL_QOS"] and not pi.warnings
-    assert PriorityParams.from_config(pi.snapshot.config).flags == {"NO_NORMAL_QOS"}
+    assert pi.snapshot.settings.priority_flags == ("NO_NORMAL_QOS",) and not pi.warnings
+    assert PriorityParams.from_settings(pi.snapshot.settings).flags == {"NO_NORMAL_QOS"}
     assert pi.cluster.assoc_priority_max == 6 and pi.cluster.cpu_count == 4096
     j48, j49, _ = pi.jobs
     assert (j48.site_factor, j48.direct_set_prio, j48.assoc_priority) == (300, False, 6)
@@ -493,7 +498,7 @@ def test_read_puts_it_all_together(tmp_path):
     conf.unlink()
     pi = cli.priority_inputs()
     assert pi.warnings and "NO_NORMAL_ALL" in pi.warnings[0]
-    assert PriorityParams.from_config(pi.snapshot.config).flags == frozenset(P.NO_NORMAL)
+    assert PriorityParams.from_settings(pi.snapshot.settings).flags == frozenset(P.NO_NORMAL)
 
 
 def test_a_failing_command_is_named():
@@ -552,10 +557,10 @@ def test_no_normal_all_is_ambiguous_before_25_11_and_slurm_conf_settles_it(tmp_p
     conf.write_text("PriorityType=priority/multifactor\nPriorityFlags=NO_NORMAL_PART,CALCULATE_RUNNING\n")
     for version in ("22.05.8", "23.11.11", "24.11.7"):  # priority_flags_string: any NO_NORMAL_* flag
         raw = parse_config(config_text(version, "CALCULATE_RUNNING,NO_NORMAL_ALL", str(conf)))
-        flags, warning = jc.no_normal_flags(raw, priority_config(raw), conf.read_text())
+        flags, warning = jc.no_normal_flags(raw, settings_of(raw), conf.read_text())
         assert (flags, warning) == (["NO_NORMAL_PART", "CALCULATE_RUNNING"], None)
         assert priority_config_extra(raw)["no_normal_ambiguous"] is True
-        flags, warning = jc.no_normal_flags(raw, priority_config(raw), None)  # slurm.conf unreadable
+        flags, warning = jc.no_normal_flags(raw, settings_of(raw), None)  # slurm.conf unreadable
         assert flags == ["CALCULATE_RUNNING", "NO_NORMAL_ALL"]
         assert "assuming all four" in warning and str(conf) in warning and version in warning
 
@@ -564,8 +569,8 @@ def test_no_normal_flags_are_named_from_25_11(tmp_path):
     # 25.11.7 and 26.05.3 print NO_NORMAL_ALL only when all four are set, each by name otherwise
     raw = parse_config(config_text("25.11.7", "NO_NORMAL_QOS", "/nonexistent/slurm.conf"))
     assert priority_config_extra(raw)["no_normal_ambiguous"] is False
-    assert PriorityParams.from_config(priority_config(raw)).flags == {"NO_NORMAL_QOS"}
+    assert PriorityParams.from_settings(settings_of(raw)).flags == {"NO_NORMAL_QOS"}
     raw = parse_config(config_text("26.05.3", "NO_NORMAL_ALL", "/nonexistent/slurm.conf"))
     assert priority_config_extra(raw)["no_normal_ambiguous"] is False
-    assert jc.no_normal_flags(raw, priority_config(raw), None) == (["NO_NORMAL_ALL"], None)
-    assert PriorityParams.from_config(priority_config(raw)).flags == frozenset(P.NO_NORMAL)
+    assert jc.no_normal_flags(raw, settings_of(raw), None) == (["NO_NORMAL_ALL"], None)
+    assert PriorityParams.from_settings(settings_of(raw)).flags == frozenset(P.NO_NORMAL)

@@ -198,7 +198,7 @@ def test_config_keys_and_units_match_the_command_line_source(pyslurm, backend):
         "fs_dampening_factor": 0,  # u16_parse -> None; Slurm's default is 1
         "site_factor_plugin": None,
     })
-    got = source().snapshot(jobs=False).config
+    got = source().snapshot(jobs=False).settings.to_dict()
     scontrol = {  # what `scontrol show config` prints for the same slurm.conf
         "ClusterName": "c1", "SLURM_VERSION": "25.11.2", "PriorityType": "priority/multifactor",
         "PriorityFlags": "NO_FAIR_TREE,DEPTH_OBLIVIOUS", "FairShareDampeningFactor": "1",
@@ -219,7 +219,7 @@ def test_config_keys_and_units_match_the_command_line_source(pyslurm, backend):
 def test_config_tres_weights_with_units_as_the_command_line_source_reads_them(pyslurm, backend):
     """cstr.to_dict leaves ``0.25G`` a str: it was dropped (float() failed) without a word."""
     backend.conf["priority_weight_tres"] = "CPU=1000,Mem=0.25G,GRES/gpu=2K"
-    got = source().snapshot(jobs=False).config["weight_tres"]
+    got = source().snapshot(jobs=False).settings.weight_tres
     assert got == {"cpu": 1000.0, "mem": 0.25 / 1024, "gres/gpu": 2 / 1024}
     assert got == priority_config({"PriorityWeightTRES": "CPU=1000,Mem=0.25G,GRES/gpu=2K"})["weight_tres"]
     backend.conf["priority_weight_tres"] = "CPU=1000,Mem=2X"  # slurmctld would not start with it
@@ -231,7 +231,7 @@ def test_config_defaults_when_slurm_reports_nothing(pyslurm, backend):
     backend.conf.update({"priority_calc_period": 0, "priority_max_age": 0, "priority_flags": "",
                          "priority_weight_tres": None, "accounting_storage_enforce": "none",
                          "site_factor_plugin": "site_factor/example"})
-    got = source().snapshot(jobs=False).config
+    got = source().snapshot(jobs=False).settings.to_dict()
     assert got["calc_period_seconds"] == 0 and got["max_age_seconds"] == 0
     assert got["priority_flags"] == [] and got["weight_tres"] == {}
     assert got["accounting_storage_enforce"] == [] and got["usage_reset_period"] == "NONE"

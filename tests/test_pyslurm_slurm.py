@@ -100,7 +100,7 @@ def test_snapshot_equals_the_command_line_sources(tree):
     assert mine[(NESTED, USERS[2], None)][1] == 0 and mine[(NESTED, USERS[2], "high")][1] == PARENT
     assert mine[(ACCOUNT, USERS[0], None)][2] > 0  # the finished job's usage arrived
     for key in priority_config({}):  # every key, in the same units
-        assert ours.config.get(key) == cli.config.get(key), key
+        assert getattr(ours.settings, key) == getattr(cli.settings, key), key
 
     def jobs(snap):
         return {j.job_id: (j.user, j.account, j.partition, j.qos, j.priority, j.nice, j.state, j.display_id)

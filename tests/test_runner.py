@@ -17,6 +17,7 @@ from fairshared.model import Association, Job, Snapshot
 from fairshared.records import JobGone, PushError, SourceError
 from fairshared.sinks.push_demo import DemoUpdater
 from fairshared.sources.demo import DemoCluster, DemoSource
+from fairshared.settings import ClusterSettings
 
 TREE = [
     Association("root", None, None, 1, None),
@@ -25,6 +26,7 @@ TREE = [
     Association("a", "idle", "a", 1, 0.0),
 ]
 CFG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "dampening": 1}
+SETTINGS = ClusterSettings.from_dict(CFG)
 
 
 class Queue:
@@ -42,7 +44,8 @@ class Queue:
         self.snapshots += 1
         if self.fail:
             raise self.fail
-        return Snapshot(associations=list(TREE), config=dict(CFG), jobs=list(self.jobs.values()))
+        return Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(CFG),  # CFG as it is now
+                        jobs=list(self.jobs.values()))
 
     def apply(self, action):
         self.applied.append(action)
@@ -107,7 +110,7 @@ def test_failed_pull_pushes_nothing_and_backs_off(tmp_path):
 def test_inconsistent_snapshot_is_a_failed_pull(tmp_path):
     q = Queue(jobs())
     r = runner(q, tmp_path)
-    q.snapshot = lambda **kw: Snapshot(associations=TREE + [TREE[-1]], config=dict(CFG), jobs=jobs())
+    q.snapshot = lambda **kw: Snapshot(associations=TREE + [TREE[-1]], settings=SETTINGS, jobs=jobs())
     res = r.cycle()
     assert res.outcome == "pull_failed" and "duplicate association" in res.error and q.applied == []
 
@@ -125,7 +128,7 @@ def test_refused_and_vanished_jobs(tmp_path):
     q = Queue(js)
     r = runner(q, tmp_path)
     del q.jobs[777]
-    q.snapshot = lambda **kw: Snapshot(associations=list(TREE), config=dict(CFG), jobs=js)
+    q.snapshot = lambda **kw: Snapshot(associations=list(TREE), settings=SETTINGS, jobs=js)
     res = r.cycle()
     assert res.outcome == "push_failed" and res.push_errors == 1 and res.jobs_gone == 1 and res.pushed == 2
     assert 666 not in r.state.jobs and 777 not in r.state.jobs  # retried next cycle from Slurm's value
@@ -244,7 +247,8 @@ class PriorityQueue(Queue):
         from fairshared.sources.jobinfo_cli import PriorityInputs
 
         cfg = {**CFG, "weight_age": 0, "weight_jobsize": 0}
-        return PriorityInputs(Snapshot(associations=list(TREE), config=cfg), ClusterInfo(),
+        return PriorityInputs(Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(cfg)),
+                              ClusterInfo(),
                               list(self.infos.values()))
 
     def apply(self, action):
@@ -325,7 +329,8 @@ def test_fair_share_counted_twice_warns_once_per_change(tmp_path, monkeypatch):
     r.reconfigure(config_from_dict({"push": {"weight": 1000, "mode": "nice"}}))
     assert r.cycle().fairshare_counted_twice is False and gauge() == 0
     assert twice()[-1] == ("info", "fair share no longer counted twice") and len(twice()) == 4
-    assert runner_mod.counts_fairshare_twice(config_from_dict({}), Snapshot([], config={"weight_fairshare": 1}))
+    assert runner_mod.counts_fairshare_twice(config_from_dict({}),
+                                             Snapshot([], settings=ClusterSettings(weight_fairshare=1)))
 
 
 # --- a paced push: push.max_rate and slurmctld's rl_enable (issue 19) -------------------------------
@@ -353,7 +358,7 @@ def test_a_push_over_the_rate_goes_largest_change_first_and_keeps_the_rest_for_l
     CFG_RL = dict(CFG, calc_period_seconds=10, rate_limit={"bucket_size": 4, "refill_rate": 2, "refill_period": 1},
                   slurm_user_uid=64030)
     monkeypatch.setattr(Queue, "snapshot", lambda self, jobs=True: Snapshot(
-        associations=list(TREE), config=dict(CFG_RL), jobs=list(self.jobs.values())))
+        associations=list(TREE), settings=ClusterSettings.from_dict(CFG_RL), jobs=list(self.jobs.values())))
     monkeypatch.setattr("fairshared.daemon.runner.os.geteuid", lambda: 1000)  # not SlurmUser, not root
     r = runner(q, tmp_path)
     slept = []
@@ -389,7 +394,7 @@ def test_a_deferred_nice_keeps_its_old_state_so_nothing_is_subtracted_twice(tmp_
     r.config = r.config.model_copy(update={"push": r.config.push.model_copy(update={"max_rate": 0.02})})
     # idle starts using: busy and idle now share; everything changes, the rate allows 1 update per cycle
     TREE_NOW = [TREE[0], TREE[1], TREE[2], replace(TREE[3], usage=90.0)]
-    q.snapshot = lambda jobs=True: Snapshot(associations=list(TREE_NOW), config=dict(CFG),
+    q.snapshot = lambda jobs=True: Snapshot(associations=list(TREE_NOW), settings=SETTINGS,
                                             jobs=list(q.jobs.values()))
     r.sleep = lambda s: None
     paced = r.cycle()

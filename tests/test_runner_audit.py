@@ -16,7 +16,7 @@ from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Job, Snapshot
 from fairshared.records import PushError, SourceError
-from test_runner import CFG, TREE  # the same static cluster as the runner's tests
+from test_runner import SETTINGS, TREE  # the same static cluster as the runner's tests
 
 
 
@@ -33,7 +33,7 @@ class Queue:
     def snapshot(self, *, jobs=True):
         if self.fail:
             raise self.fail
-        return Snapshot(associations=list(TREE), config=dict(CFG), jobs=list(self.jobs.values()))
+        return Snapshot(associations=list(TREE), settings=SETTINGS, jobs=list(self.jobs.values()))
 
     def apply(self, action):
         self.applied.append(action)

@@ -98,13 +98,13 @@ def site(slurm):
 def test_the_site_settings_are_read_as_slurm_runs_them(site):
     """What the daemon reads (``scontrol show config``, and slurm.conf where 22.05 prints
     NO_NORMAL_ALL for one NO_NORMAL_* flag) is what slurm.conf sets."""
-    cfg = SlurmCli(env=site["info"].env, timeout=60).priority_inputs().snapshot.config
-    params = PriorityParams.from_config(cfg)
-    assert params.flags == {"MAX_TRES", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"}, cfg["priority_flags"]
+    cfg = SlurmCli(env=site["info"].env, timeout=60).priority_inputs().snapshot.settings
+    params = PriorityParams.from_settings(cfg)
+    assert params.flags == {"MAX_TRES", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"}, cfg.priority_flags
     assert params.favor_small is True
     assert params.weight_tres["cpu"] == 1000 and set(params.weight_tres) == {"cpu", "mem"}
-    assert cfg["dampening"] == 3
-    assert cfg["usage_reset_period"] == "WEEKLY"
+    assert cfg.dampening == 3
+    assert cfg.usage_reset_period == "WEEKLY"
 
 
 def test_usage_with_max_tres_memory_billing_and_partition_associations(site):
@@ -151,7 +151,7 @@ def test_fairshare_and_sprio_equal_slurm_under_site_settings(site, algorithm):
     mismatches = compare(algorithm, snap, rows)
     assert mismatches == [], f"{algorithm}, site settings:\n" + "\n".join(mismatches[:40])
     if algorithm == "classic":  # the dampening factor is in play: undamped F differs from sshare's
-        assert snap.config["dampening"] == 3
+        assert snap.settings.dampening == 3
         plain = compute(build_tree(snap.associations), "classic", Params(dampening=1.0))
         assert compare("classic", snap, rows, result=plain) != []
 

@@ -151,7 +151,7 @@ def compare(algorithm, snapshot, rows, result=None, counts=None):
     ``counts`` (a dict), when given, gets ``values``: how many sshare cells were compared."""
     tree = build_tree(snapshot.associations)
     if result is None:  # the cluster's FairShareDampeningFactor (classic only), as the daemon reads it
-        result = compute(tree, algorithm, Params(dampening=float(snapshot.config.get("dampening", 1))))
+        result = compute(tree, algorithm, Params(dampening=float(snapshot.settings.dampening)))
     ours = {(r["account"], r["user"], r["partition"]): r for r in result_records(result)}
     depth = dict(zip([tree.key(i) for i in range(tree.n)], tree.depth))
     used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]

@@ -19,6 +19,7 @@ from fairshared.inputs.snapshot_schema import PRIORITY_FLAGS, SnapshotConfig
 from fairshared.model import Snapshot
 from fairshared.priority import ClusterInfo, PriorityInputs
 from fairshared.sources import demo
+from fairshared.settings import ClusterSettings
 from fairshared.slurm.config import priority_config, priority_config_extra
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,16 +106,17 @@ def test_a_demo_snapshot_round_trips():
     pi = demo.demo_inputs(demo.clock())
     back = roundtrip(pi, pi.evaluated_at)
     assert back.jobs == pi.jobs and back.snapshot.associations == pi.snapshot.associations
-    assert back.snapshot.config == pi.snapshot.config and back.cluster == pi.cluster
+    assert back.snapshot.settings == pi.snapshot.settings and back.cluster == pi.cluster
 
 
 def test_a_live_snapshot_round_trips(tmp_path):
     cli, _ = fake_live_cli(tmp_path)
     pi = cli.priority_inputs(sshare=True)
-    assert {"weight_tres_exact", "weight_tres_text", "tres_order", "slurm_conf"} <= set(pi.snapshot.config)
+    extras = {"weight_tres_exact", "weight_tres_text", "tres_order", "slurm_conf"}
+    assert extras <= set(pi.snapshot.settings.given)
     back = roundtrip(pi, 1795326900)
     assert [asdict(j) for j in back.jobs] == [asdict(j) for j in pi.jobs]
-    assert back.slurm_fairshare == pi.slurm_fairshare and back.snapshot.config == pi.snapshot.config
+    assert back.slurm_fairshare == pi.slurm_fairshare and back.snapshot.settings == pi.snapshot.settings
 
 
 @pytest.mark.parametrize("name", DATA)
@@ -124,7 +126,8 @@ def test_the_engine_fixtures_round_trip(name, capsys, tmp_path):
     config = {"dampening": params["dampening"], "priority_levels": params["priority_levels"],
               "priority_flags": ["NO_FAIR_TREE"] if fixture["algorithm"] == "classic" else []}
     pi = PriorityInputs(snapshot=Snapshot(associations(fixture), cluster=name, source="tests/data",
-                                          config=config), cluster=ClusterInfo(), jobs=[])
+                                          settings=ClusterSettings.from_dict(config)),
+                        cluster=ClusterInfo(), jobs=[])
     back = roundtrip(pi, None)
 
     def fields(assocs):  # a user's parent is its account, whatever the fixture wrote there

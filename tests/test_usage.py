@@ -25,6 +25,7 @@ import pytest
 
 from fairshared.model import Association
 from fairshared.slurm.tres import parse_billing_weights
+from fairshared.settings import ClusterSettings
 from fairshared.usage import (
     HALF_LIFE_ZERO_ERROR,
     BadRecord,
@@ -158,21 +159,22 @@ def test_half_life_zero_without_reset_is_slurms_config_error():
         UsagePolicy(reset_period="NOW")
 
 
-def test_policy_from_config():
-    cfg = {"half_life_seconds": 1800, "calc_period_seconds": 60, "usage_reset_period": "NONE",
-           "priority_flags": ["MAX_TRES"], "accounting_storage_enforce": ["associations", "limits"],
-           "tres_billing_weights": {"high": "CPU=2.0"}, "priority_last_decay_ran": 1795325375.0,
-           "priority_last_reset": 1795325015.0}
-    p = UsagePolicy.from_config(cfg)
+def test_policy_from_settings():
+    cfg = ClusterSettings(half_life_seconds=1800, calc_period_seconds=60, usage_reset_period="NONE",
+                          priority_flags=("MAX_TRES",), accounting_storage_enforce=("associations", "limits"))
+    state = {"tres_billing_weights": {"high": "CPU=2.0"}, "priority_last_decay_ran": 1795325375.0,
+             "priority_last_reset": 1795325015.0}
+    p = UsagePolicy.from_settings(cfg, state)
     assert (p.half_life, p.calc_period, p.max_tres, p.enforce_limits) == (1800, 60, True, True)
     assert p.billing_weights == {"high": {"cpu": 2.0}}
     assert p.iteration_anchor == 1795325375.0 and p.reset_at is None
     # 1 - 0.693/1800 = 0.999615
     assert p.decay_factor() == pytest.approx(0.999615, abs=1e-12)
-    p = UsagePolicy.from_config({**cfg, "accounting_storage_enforce": ["associations"],
-                                 "usage_reset_period": "NOW"})
+    p = UsagePolicy.from_settings(cfg.with_values(accounting_storage_enforce=["associations"],
+                                                  usage_reset_period="NOW"), state)
     assert not p.enforce_limits and p.reset_at == 1795325015.0
-    assert UsagePolicy.from_config({**cfg, "accounting_storage_enforce": ["safe"]}).enforce_limits
+    safe = cfg.with_values(accounting_storage_enforce=["safe"])
+    assert UsagePolicy.from_settings(safe, state).enforce_limits
 
 
 # --- decay of a job spanning several calc periods ---------------------------------------------
@@ -484,7 +486,8 @@ class FakeSlurmCli:
     def snapshot(self, *, jobs=True):
         from fairshared.model import Snapshot
 
-        return Snapshot(associations=list(self.tree), config=dict(self.config), source="fake")
+        return Snapshot(associations=list(self.tree), settings=ClusterSettings.from_dict(self.config),
+                        source="fake")
 
     def run(self, argv):
         if argv[0] == "sacct":
@@ -540,7 +543,8 @@ def test_accounting_usage_and_compute_option(monkeypatch, capsys):
 
     t = FakeSlurmCli.T
     recs = [JobRecord(1, ("a", "u1", None), t - 1000, t - 400, {"cpu": 4.0}, "debug")]
-    got = cmd.accounting_usage(FakeSlurmCli.tree, FakeSlurmCli.config, recs, at=FakeSlurmCli.T + 30)
+    got = cmd.accounting_usage(FakeSlurmCli.tree, ClusterSettings.from_dict(FakeSlurmCli.config), recs,
+                               at=FakeSlurmCli.T + 30)
     # 4 CPUs x 600 s = 2400 for u1, a and root; u2 and root's user 0; shares and parents untouched
     assert [(a.key, a.usage) for a in got] == [
         (("root", None, None), 2400.0), (("root", "root", None), 0.0), (("a", None, None), 2400.0),

@@ -177,7 +177,7 @@ def usage_against_slurmctld(cli: SlurmCli, src: SacctJobs, zeroed: float):
         pytest.fail("could not read slurmctld's usage between two decay iterations")
     extra = usage_settings(cli.run)
     assert extra["priority_last_decay_ran"] == after[0]
-    policy = UsagePolicy.from_config({**snap.config, **extra}, reset_at=zeroed)
+    policy = UsagePolicy.from_settings(snap.settings, extra, reset_at=zeroed)
     recs, bad = src.fetch(now=at, not_before=policy.not_before(at))
     result = compute_usage(recs, snap.associations, policy, at, ["slurm", "exact"])
     assert result.bad == [] and bad == []

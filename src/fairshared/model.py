@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
+from .settings import ClusterSettings
+
 PARENT: Literal["parent"] = "parent"
 """Marker for ``Fairshare=parent`` (Slurm's SLURMDB_FS_USE_PARENT)."""
 
@@ -210,9 +212,8 @@ class Snapshot:
     """Everything one computation needs: the tree plus where it came from.
 
     ``sibling_order`` says what the associations' ``order`` keys are
-    (``"lft"``, ``"lineage"`` or ``"input"``).  ``config`` holds the cluster's
-    priority settings when the source knows them (keys as in
-    :mod:`fairshared.inputs.snapshot`).
+    (``"lft"``, ``"lineage"`` or ``"input"``).  ``settings`` holds the cluster's
+    priority settings, built once by the source (Slurm's defaults for what it does not know).
     """
 
     associations: list[Association]
@@ -220,7 +221,7 @@ class Snapshot:
     source: str | None = None
     taken_at: float | None = None
     sibling_order: str = "input"
-    config: dict = field(default_factory=dict)
+    settings: ClusterSettings = field(default_factory=ClusterSettings)
     jobs: list[Job] = field(default_factory=list)
     # what Slurm itself printed as each user association's FairShare (an sshare dump or the live
     # sshare), keyed like Association.key; empty when the source has no such column

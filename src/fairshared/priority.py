@@ -59,6 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .model import Job, PartitionInfo, Snapshot
+from .settings import ClusterSettings
 from .slurm.units import INFINITE, NICE_OFFSET
 from .slurm.versions import SPRIO_23_02
 
@@ -113,22 +114,15 @@ class PriorityParams:
     flags: frozenset[str] = frozenset()  # parse_priority_flags()
 
     @classmethod
-    def from_config(cls, config: Mapping) -> PriorityParams:
-        """From the snapshot config dict (keys of ``slurm.config.priority_config`` + ``weight_tres_exact``)."""
-        tres = config.get("weight_tres_exact")
-        if tres is None:
-            tres = config.get("weight_tres") or {}
+    def from_settings(cls, s: ClusterSettings) -> PriorityParams:
+        """From the cluster's settings (PriorityWeightTRES: the exact weights when read)."""
         return cls(
-            weight_age=int(config.get("weight_age") or 0),
-            weight_assoc=int(config.get("weight_assoc") or 0),
-            weight_fairshare=int(config.get("weight_fairshare") or 0),
-            weight_jobsize=int(config.get("weight_jobsize") or 0),
-            weight_partition=int(config.get("weight_partition") or 0),
-            weight_qos=int(config.get("weight_qos") or 0),
-            weight_tres={str(k).lower(): float(v) for k, v in dict(tres).items()},
-            max_age=int(config.get("max_age_seconds", 7 * 86400)),
-            favor_small=bool(config.get("favor_small", False)),
-            flags=parse_priority_flags(config.get("priority_flags") or []),
+            weight_age=int(s.weight_age), weight_assoc=int(s.weight_assoc),
+            weight_fairshare=int(s.weight_fairshare), weight_jobsize=int(s.weight_jobsize),
+            weight_partition=int(s.weight_partition), weight_qos=int(s.weight_qos),
+            weight_tres={str(k).lower(): float(v) for k, v in s.tres_weights.items()},
+            max_age=int(s.max_age_seconds), favor_small=bool(s.favor_small),
+            flags=parse_priority_flags(s.priority_flags),
         )
 
     def weights(self) -> dict[str, int]:

@@ -29,6 +29,7 @@ from .engine.result import Result
 from .model import Job
 from .plan import PushState, by_array_parent, plan, plan_priority
 from .records import PushAction
+from .settings import ClusterSettings
 
 __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
 
@@ -46,7 +47,7 @@ class PlanInputs:
     weight: int
     override_fixed: bool
     now: int
-    config: dict = field(default_factory=dict)
+    settings: ClusterSettings = field(default_factory=ClusterSettings)
     details: Any = None
     adopt_since: int | None = None  # nice mode with two head nodes: see plan.plan
     levels: int = 0  # push.levels: F rounded to L + 1 levels (plan.contribution); site_factor and nice
@@ -126,7 +127,7 @@ class PriorityMode(_BothStayOurs):
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         from .priority import PriorityParams
 
-        params = PriorityParams.from_config(inputs.config).with_weights({"fairshare": inputs.weight})
+        params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
         d = inputs.details
         rows: list = []
         actions, new, unknown = plan_priority(d.jobs, inputs.result, cluster=d.cluster, params=params,

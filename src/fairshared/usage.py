@@ -42,6 +42,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from .model import Association
+from .settings import ClusterSettings
 from .slurm.tres import parse_billing_weights
 
 log = logging.getLogger("fairshared.usage")
@@ -268,28 +269,29 @@ class UsagePolicy:
         object.__setattr__(self, "_clock", LocalClock(self.timezone))
 
     @classmethod
-    def from_config(cls, config: Mapping, **overrides) -> "UsagePolicy":
-        """From a snapshot's priority config (:func:`fairshared.slurm.config.priority_config`).
-
-        Extra keys the accounting sources add: ``tres_billing_weights``
-        ({partition: string}), ``priority_last_decay_ran`` and
-        ``priority_last_reset`` (slurmctld's state file), ``boot_time``.
+    def from_settings(cls, settings: ClusterSettings, state: Mapping | None = None,
+                      **overrides) -> "UsagePolicy":
+        """From the cluster's settings and what the accounting sources read beside them (``state``,
+        :func:`fairshared.sources.sacct.usage_settings`): ``tres_billing_weights`` ({partition:
+        string}), ``priority_last_decay_ran`` and ``priority_last_reset`` (slurmctld's state file),
+        ``boot_time``.
         """
-        flags = {str(f).upper() for f in config.get("priority_flags") or []}
-        enforce = {str(e).lower() for e in config.get("accounting_storage_enforce") or []}
-        period = str(config.get("usage_reset_period") or "NONE").upper()
+        state = state or {}
+        flags = settings.flags
+        enforce = {str(e).lower() for e in settings.accounting_storage_enforce}
+        period = str(settings.usage_reset_period or "NONE").upper()
         reset_at = None
         if period == "NOW":
-            reset_at = config.get("priority_last_reset") or config.get("boot_time")
+            reset_at = state.get("priority_last_reset") or state.get("boot_time")
         kw = dict(
-            half_life=float(config.get("half_life_seconds", 7 * DAY)),
-            calc_period=float(config.get("calc_period_seconds") or 300),
+            half_life=float(settings.half_life_seconds),
+            calc_period=float(settings.calc_period_seconds or 300),
             reset_period=period,
-            billing_weights=dict(config.get("tres_billing_weights") or {}),
+            billing_weights=dict(state.get("tres_billing_weights") or {}),
             max_tres="MAX_TRES" in flags,
             max_tres_gres="MAX_TRES_GRES" in flags,
             enforce_limits=bool(enforce & {"limits", "safe", "all", "2"}),
-            iteration_anchor=float(config.get("priority_last_decay_ran") or 0.0),
+            iteration_anchor=float(state.get("priority_last_decay_ran") or 0.0),
             reset_at=reset_at,
         )
         kw.update(overrides)

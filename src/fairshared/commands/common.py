@@ -12,9 +12,11 @@ import time
 from dataclasses import dataclass
 
 from ..engine import Params, build_tree, compute
+from ..engine.decide import decide
 from ..engine.result import Result
 from ..inputs.priority_snapshot import load_inputs_file, read_text, save_inputs
 from ..model import InputError, Snapshot
+from ..settings import ClusterSettings
 from ..priority import ClusterInfo, PriorityInputs
 from ..slurm.sshare import parse_sshare
 from ..sources.slurm_cli import SlurmCli
@@ -124,20 +126,16 @@ def evaluation_time(at: str | float, pi: PriorityInputs, live: bool, clock=time.
     return int(time.time()), "now"
 
 
-def default_algorithm(config: dict) -> str:
-    """Slurm's choice: Fair Tree unless PriorityFlags has NO_FAIR_TREE (or DEPTH_OBLIVIOUS)."""
-    flags = {str(f).upper() for f in config.get("priority_flags") or []}
-    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
+def engine_result(snap: Snapshot, algorithm: str | None = None, tree=None) -> Result:
+    """``algorithm`` (None: the cluster's) over ``snap`` with the cluster's parameters (:func:`decide`)."""
+    name, params = decide(snap.settings, algorithm=algorithm)
+    return run_engine(snap, name, params, tree)
 
 
-def engine_result(snap: Snapshot, algorithm: str, tree=None) -> Result:
-    cfg = snap.config or {}
-    damp = cfg.get("dampening", 1)
-    if isinstance(damp, bool) or not isinstance(damp, (int, float)) or not damp > 0:
-        raise InputError(f"FairShareDampeningFactor must be a number > 0, not {damp!r}")
+def run_engine(snap: Snapshot, algorithm: str, params: Params, tree=None) -> Result:
     tree = tree if tree is not None else build_tree(snap.associations)
     try:
-        return compute(tree, algorithm, Params(dampening=float(damp), priority_levels=cfg.get("priority_levels")))
+        return compute(tree, algorithm, params)
     except (ValueError, TypeError) as exc:
         raise InputError(f"cannot compute {algorithm}: {exc}") from None
 
@@ -151,13 +149,14 @@ def live(args: argparse.Namespace) -> bool:
 @dataclass
 class Evaluated:
     """Inputs read, the time the age factor is evaluated at (and a phrase saying which), the
-    algorithm chosen and the engine's result for it."""
+    algorithm and parameters chosen (:func:`decide`) and the engine's result for them."""
 
     pi: PriorityInputs
     now: int
     when: str
-    config: dict
+    settings: ClusterSettings
     algorithm: str
+    params: Params
     result: Result
 
 
@@ -166,9 +165,9 @@ def evaluate(args: argparse.Namespace) -> Evaluated:
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
-    cfg = pi.snapshot.config or {}
-    algorithm = args.algorithm or default_algorithm(cfg)
-    return Evaluated(pi, now, when, cfg, algorithm, engine_result(pi.snapshot, algorithm))
+    settings = pi.snapshot.settings
+    algorithm, params = decide(settings, algorithm=args.algorithm)
+    return Evaluated(pi, now, when, settings, algorithm, params, run_engine(pi.snapshot, algorithm, params))
 
 
 def warn(pi: PriorityInputs) -> None:

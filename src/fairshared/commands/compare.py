@@ -141,7 +141,7 @@ def compare_data(pi: PriorityInputs, algorithms: list[str], weights: dict, now: 
 
 
 def _compare_jobs(pi: PriorityInputs, results: dict[str, Result], weights: dict, now: int) -> dict:
-    params = PriorityParams.from_config(pi.snapshot.config or {})
+    params = PriorityParams.from_settings(pi.snapshot.settings)
     if weights:
         params = params.with_weights(weights)
     jobs = [j for j in pi.jobs if listed_by_sprio(j, params, now)]

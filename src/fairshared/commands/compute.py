@@ -6,7 +6,8 @@ import argparse
 import sys
 from dataclasses import replace
 
-from ..engine import ALGORITHMS, Params, build_tree, compute
+from ..engine import ALGORITHMS, build_tree, compute
+from ..engine.decide import decide
 from ..inputs.priority_snapshot import save_inputs
 from ..model import InputError
 from ..output import COLUMNS, FORMATS, parse_columns, selected, write
@@ -14,7 +15,7 @@ from ..priority import ClusterInfo, PriorityInputs
 from ..sources.slurm_cli import SlurmCli
 from . import name_list
 from . import positive_float as _positive_float
-from .common import add_source, default_algorithm, load_inputs, parse_at
+from .common import add_source, load_inputs, parse_at
 
 
 def register(subparsers) -> None:
@@ -76,14 +77,10 @@ def cmd_compute(args: argparse.Namespace) -> int:
 
         snap = replace_with_accounting(snap, args.timeout)
         pi = replace(pi, snapshot=snap)
-    algorithm = args.algorithm or default_algorithm(snap.config or {})
-    dampening = args.dampening if args.dampening is not None else snap.config.get("dampening", 1)
-    levels = args.priority_levels if args.priority_levels is not None else snap.config.get("priority_levels")
-    if not isinstance(dampening, (int, float)) or dampening <= 0:
-        raise InputError(f"FairShareDampeningFactor must be a number > 0, not {dampening!r}")
+    algorithm, params = decide(snap.settings, algorithm=args.algorithm, dampening=args.dampening,
+                               priority_levels=args.priority_levels, zero_shares_best=args.zero_shares_best)
     tree = build_tree(snap.associations)
-    result = compute(tree, algorithm, Params(dampening=float(dampening), priority_levels=levels,
-                                             zero_shares_best=args.zero_shares_best))
+    result = compute(tree, algorithm, params)
     if args.save_snapshot:
         save_inputs(pi, args.save_snapshot, pi.evaluated_at, getattr(args, "snapshot_stdout", None))
     style, columns = args.format

@@ -11,7 +11,8 @@ import json
 import math
 import sys
 
-from ..engine import ALGORITHMS, build_tree
+from ..engine import ALGORITHMS, Params, build_tree
+from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
 from ..model import InputError, Job
@@ -26,11 +27,10 @@ from .common import (
     add_at,
     add_source,
     clock_for,
-    default_algorithm,
-    engine_result,
     evaluation_time,
     live,
     load_inputs,
+    run_engine,
     save_if_asked,
     warn,
 )
@@ -70,12 +70,11 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, when: str,
+def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, engine: Params, now: int, when: str,
                  neighbours: int = 3) -> str:
-    cfg = pi.snapshot.config or {}
     tree = build_tree(pi.snapshot.associations)
-    result = engine_result(pi.snapshot, algorithm, tree)
-    params = PriorityParams.from_config(cfg)
+    result = run_engine(pi.snapshot, algorithm, engine, tree)
+    params = PriorityParams.from_settings(pi.snapshot.settings)
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
@@ -147,7 +146,7 @@ def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, now: int, whe
         if job.nice:
             w(f"Nice {job.nice}: {'lowers' if job.nice > 0 else 'raises'} the priority by {abs(job.nice)}.")
     w("")
-    out.extend(fairshare_path(result, tree, job, algorithm, float(cfg.get("dampening") or 1)))
+    out.extend(fairshare_path(result, tree, job, algorithm, engine.dampening))
     w("")
     out.extend(_neighbours(pi, result, params, now, job, neighbours))
     return "\n".join(out) + "\n"
@@ -291,12 +290,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
-    algorithm = args.algorithm or default_algorithm(pi.snapshot.config or {})
+    algorithm, engine = decide(pi.snapshot.settings, algorithm=args.algorithm)
     save_if_asked(args, pi, now)
     if args.format == "json":
-        data = explain_data(pi, args.job, engine_result(pi.snapshot, algorithm), now, when, args.neighbours)
+        result = run_engine(pi.snapshot, algorithm, engine)
+        data = explain_data(pi, args.job, result, now, when, args.neighbours)
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    sys.stdout.write(explain_text(pi, args.job, algorithm, now, when, args.neighbours))
+    sys.stdout.write(explain_text(pi, args.job, algorithm, engine, now, when, args.neighbours))
     return 0

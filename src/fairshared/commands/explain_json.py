@@ -60,7 +60,7 @@ def explain_data(pi: PriorityInputs, job_ref: str, result: Result, now: int, whe
                  neighbours: int = 3) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
     the fair-share path from root, its place in the queue and the jobs just ahead and behind."""
-    params = PriorityParams.from_config(pi.snapshot.config or {})
+    params = PriorityParams.from_settings(pi.snapshot.settings)
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")

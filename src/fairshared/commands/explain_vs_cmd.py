@@ -28,11 +28,11 @@ def add_arguments(e: argparse.ArgumentParser) -> None:
 
 def cmd_explain_vs(args: argparse.Namespace) -> int:
     ev = evaluate(args)
-    pi, now, when, cfg, result = ev.pi, ev.now, ev.when, ev.config, ev.result
+    pi, now, when, result = ev.pi, ev.now, ev.when, ev.result
     save_if_asked(args, pi, now)
-    data = explain_vs(result, pi.jobs, pi.cluster, PriorityParams.from_config(cfg), now, args.job, args.vs,
-                      sibling_order=pi.snapshot.sibling_order, dampening=float(cfg.get("dampening") or 1),
-                      priority_levels=cfg.get("priority_levels"))
+    data = explain_vs(result, pi.jobs, pi.cluster, PriorityParams.from_settings(ev.settings), now, args.job,
+                      args.vs, sibling_order=pi.snapshot.sibling_order, dampening=ev.params.dampening,
+                      priority_levels=ev.params.priority_levels)
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")

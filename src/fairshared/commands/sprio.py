@@ -54,11 +54,11 @@ def register(subparsers) -> None:
 
 def cmd_sprio(args: argparse.Namespace) -> int:
     ev = evaluate(args)
-    pi, now, cfg, result = ev.pi, ev.now, ev.config, ev.result
-    params = PriorityParams.from_config(cfg)
+    pi, now, result = ev.pi, ev.now, ev.result
+    params = PriorityParams.from_settings(ev.settings)
     save_if_asked(args, pi, now)
     if args.weights:
-        tres = cfg.get("weight_tres_text")
+        tres = ev.settings.weight_tres_text
         sys.stdout.write(render_sprio_weights_long(params, tres, pi.cluster.slurm_version) if args.long
                          else render_sprio_weights(params, tres, user_column=bool(args.user)))
         return 0

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Sequence, TextIO
 
 from ..model import Association, Snapshot
+from ..settings import ClusterSettings
 from ..sources.sacct import load_accounting
 from ..sources.slurm_cli import SlurmCli
 from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy, UsageResult, compute_usage
@@ -79,19 +80,19 @@ def register(subparsers) -> None:
 # --- reading and computing --------------------------------------------------------------------
 
 
-def accounting_usage(snapshot_associations: Sequence[Association], config_dict: dict,
-                     records: Sequence[JobRecord], *, at: float | None = None,
+def accounting_usage(snapshot_associations: Sequence[Association], settings: ClusterSettings,
+                     records: Sequence[JobRecord], *, state: dict | None = None, at: float | None = None,
                      model: str = "slurm") -> list[Association]:
     """The associations with slurmctld's usage replaced by the one computed from ``records``.
 
-    ``config_dict`` is a snapshot's priority config, optionally with the keys
-    :func:`fairshared.sources.sacct.usage_settings` adds (billing weights,
+    ``settings`` are the snapshot's, ``state`` optionally what
+    :func:`fairshared.sources.sacct.usage_settings` reads (billing weights,
     decay-iteration phase, last reset).  Account associations get the sum of
     their subtree (usage is charged up the direct-parent chain to root).
     Bad records are skipped and logged, never fatal.
     """
     at = time.time() if at is None else at
-    policy = UsagePolicy.from_config(config_dict)
+    policy = UsagePolicy.from_settings(settings, state)
     result = compute_usage(records, snapshot_associations, policy, at, [model])
     if result.bad:
         from ..usage import report_bad
@@ -104,7 +105,7 @@ def replace_with_accounting(snap: Snapshot, timeout: float, model: str = "slurm"
     """``compute --usage accounting``: the live snapshot with usage from sacct (``model``)."""
     cli = SlurmCli(timeout=timeout)
     at = time.time()
-    cfg, policy, records, bad = load_accounting(cli, snap.config, at)
+    _, policy, records, bad = load_accounting(cli, snap.settings, at)
     result = compute_usage(records, snap.associations, policy, at, [model])
     _warn_bad(bad + result.bad, sys.stderr)
     return replace(snap, associations=result.associations(snap.associations, model),
@@ -174,11 +175,11 @@ def cmd_usage(args: argparse.Namespace) -> int:
     cli = SlurmCli(timeout=args.timeout)
     snap = cli.snapshot(jobs=False)
     at = args.at if args.at is not None else time.time()
-    cfg, policy, records, bad = load_accounting(cli, snap.config, at)
+    state, policy, records, bad = load_accounting(cli, snap.settings, at)
     result = compute_usage(records, snap.associations, policy, at, args.models)
     ctld = None if args.at is not None else {a.key: a.usage for a in snap.associations}
     rows = usage_rows(snap.associations, result, ctld)
-    if "priority_last_decay_ran" not in cfg and "slurm" in args.models:
+    if "priority_last_decay_ran" not in state and "slurm" in args.models:
         sys.stderr.write("fairshared: note: slurmctld's decay-iteration times are unknown (its state file "
                          "priority_last_decay_ran is not readable); the slurm model assumes iterations at "
                          "multiples of PriorityCalcPeriod\n")

@@ -12,7 +12,8 @@ import json
 import sys
 from dataclasses import replace
 
-from ..engine import ALGORITHMS, Params
+from ..engine import ALGORITHMS
+from ..engine.decide import decide
 from ..explain_vs import resolve
 from ..model import InputError
 from ..priority import PriorityInputs, PriorityParams
@@ -23,11 +24,10 @@ from .common import (
     add_at,
     add_source,
     clock_for,
-    default_algorithm,
-    engine_result,
     evaluation_time,
     live,
     load_inputs,
+    run_engine,
     save_if_asked,
     warn,
 )
@@ -107,20 +107,19 @@ def register(subparsers) -> None:
 
 def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
     snap = pi.snapshot
-    cfg = snap.config or {}
-    alg_before = default_algorithm(cfg)
-    alg_after = args.algorithm or alg_before
+    settings = snap.settings
+    alg_before, engine_before = decide(settings)
+    alg_after, engine_after = decide(settings, algorithm=args.algorithm, dampening=args.dampening)
     edits = [parse_edit(kind, text) for kind, text in args.edits]
     after_assocs = apply_edits(snap.associations, edits, snap.sibling_order)
-    after_cfg = {**cfg, **({"dampening": args.dampening} if args.dampening else {})}
-    before = engine_result(snap, alg_before)
-    after = engine_result(replace(snap, associations=after_assocs, config=after_cfg), alg_after)
-    params = PriorityParams.from_config(cfg)
+    before = run_engine(snap, alg_before, engine_before)
+    after = run_engine(replace(snap, associations=after_assocs), alg_after, engine_after)
+    params = PriorityParams.from_settings(settings)
     if args.weights:
         params = params.with_weights(args.weights)
     data = {
         "algorithm": {"before": alg_before, "after": alg_after},
-        "dampening": {"before": cfg.get("dampening", 1), "after": after_cfg.get("dampening", 1)},
+        "dampening": {"before": settings.dampening, "after": args.dampening or settings.dampening},
         "edits": [f"--{k} {t}" for k, t in args.edits],
         "users": fairshare_changes(before, after),
         "jobs": order_changes(queue_entries(pi, before, params, now), queue_entries(pi, after, params, now)),
@@ -133,13 +132,11 @@ def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
         side = resolve(args.recovery, [], after)
         key = after.tree.key(side["index"])
         try:
-            policy = UsagePolicy.from_config(cfg)
+            policy = UsagePolicy.from_settings(settings)
         except ValueError as exc:
             raise InputError(f"the cluster's usage settings: {exc}") from None
-        rec = recovery(after_assocs, key, alg_after,
-                       Params(dampening=float(after_cfg.get("dampening") or 1),
-                              priority_levels=cfg.get("priority_levels")),
-                       policy.period_decay, target=args.target, target_rank=args.target_rank, others=args.others)
+        rec = recovery(after_assocs, key, alg_after, engine_after, policy.period_decay, target=args.target,
+                       target_rank=args.target_rank, others=args.others)
         rec.update(association={"account": key[0], "user": key[1], "partition": key[2]},
                    half_life_seconds=policy.half_life, calc_period_seconds=policy.calc_period,
                    reset_period=policy.reset_period,

@@ -23,11 +23,13 @@ from pathlib import Path
 
 from ..cycle import CycleResult
 from ..engine import Params, build_tree, compute
+from ..engine.decide import decide
 from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
 from ..records import JobGone, PushError, Role, SourceError
+from ..settings import ClusterSettings
 from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
@@ -42,8 +44,8 @@ def check_snapshot_shape(snap) -> None:
     """What a source hands over must have the documented shape, or the cycle fails (never a crash)."""
     if not isinstance(snap, Snapshot):
         raise InputError(f"the source returned {type(snap).__name__}, not a snapshot")
-    if not isinstance(snap.config, dict):
-        raise InputError("the snapshot's cluster configuration is not a mapping")
+    if not isinstance(snap.settings, ClusterSettings):
+        raise InputError("the snapshot's cluster settings are not a ClusterSettings")
     if not isinstance(snap.jobs, list) or not isinstance(snap.associations, list):
         raise InputError("the snapshot's associations or jobs are not lists")
     for j in snap.jobs:
@@ -60,28 +62,28 @@ def accounting_cli(source):
     return cli
 
 
-def algorithm_for(config: Config, snap: Snapshot) -> str:
-    if config.algorithm.name:
-        return config.algorithm.name
-    flags = {f.upper() for f in snap.config.get("priority_flags", [])}
-    return "classic" if flags & {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} else "fair_tree"
+def algorithm_for(config: Config, snap: Snapshot) -> tuple[str, Params]:
+    """The algorithm and its parameters: the [algorithm] section's choices, else the cluster's (decide)."""
+    a = config.algorithm
+    return decide(snap.settings, algorithm=a.name, dampening=a.dampening, priority_levels=a.priority_levels,
+                  zero_shares_best=a.zero_shares_best)
 
 
 def weight_for(config: Config, snap: Snapshot) -> int:
     if config.push.weight is not None:
         return config.push.weight
-    return int(snap.config.get("weight_fairshare") or 0) or DEFAULT_WEIGHT
+    return int(snap.settings.weight_fairshare) or DEFAULT_WEIGHT
 
 
 def counts_fairshare_twice(config: Config, snap: Snapshot) -> bool:
     """push.mode site_factor adds round(W·F) while Slurm's PriorityWeightFairshare adds its own fair share."""
-    return config.push.mode == "site_factor" and bool(int(snap.config.get("weight_fairshare") or 0))
+    return config.push.mode == "site_factor" and bool(snap.settings.weight_fairshare)
 
 
-def period_for(config: Config, snap_config: dict | None) -> float:
+def period_for(config: Config, settings: ClusterSettings | None) -> float:
     if config.schedule.period:
         return float(config.schedule.period)
-    cp = snap_config.get("calc_period_seconds") if isinstance(snap_config, dict) else None
+    cp = settings.calc_period_seconds if settings is not None else None
     try:
         cp = float(cp) if cp else 300.0
     except (TypeError, ValueError):
@@ -103,7 +105,7 @@ class Runner:
         self.last: CycleResult | None = None
         self.last_good: CycleResult | None = None
         self.failures = 0
-        self.cluster_config: dict | None = None
+        self.cluster_settings: ClusterSettings | None = None
         self.state_dir = Path(state_dir) if state_dir else None
         self.state = self._load_state()
         self.done = threading.Condition()
@@ -221,7 +223,7 @@ class Runner:
         except Exception as exc:  # SourceError, OSError, timeouts: all mean "no complete snapshot"
             return self._fail(res, "pull_failed", str(exc) or repr(exc), t0, "pull")
         res.snapshot = snap
-        self.cluster_config = snap.config
+        self.cluster_settings = snap.settings
         res.controller = self._check_controller(snap)
         res.fairshare_counted_twice = counts_fairshare_twice(cfg, snap)
         self._warn_twice(res.fairshare_counted_twice, snap)
@@ -281,14 +283,11 @@ class Runner:
 
     def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, details, tree) -> Planned:
         cfg = self.config
-        res.algorithm = algorithm_for(cfg, snap)
-        params = Params(dampening=cfg.algorithm.dampening or float(snap.config.get("dampening") or 1),
-                        priority_levels=cfg.algorithm.priority_levels,
-                        zero_shares_best=cfg.algorithm.zero_shares_best)
+        res.algorithm, params = algorithm_for(cfg, snap)
         res.result = compute(tree, res.algorithm, params)
         planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
-                                       config=snap.config, details=details, adopt_since=self.active_since,
+                                       settings=snap.settings, details=details, adopt_since=self.active_since,
                                        levels=cfg.push.levels),
                             self.state)
         if planned.unknown:
@@ -303,8 +302,8 @@ class Runner:
         limits = []
         if self.config.push.max_rate:
             limits.append((self.config.push.max_rate, 0, "push.max_rate"))
-        rl = snap.config.get("rate_limit") if isinstance(snap.config, dict) else None
-        if rl and os.geteuid() not in (0, snap.config.get("slurm_user_uid")):
+        rl = snap.settings.rate_limit
+        if rl and os.geteuid() not in (0, snap.settings.slurm_user_uid):
             per_second = RATE_LIMIT_SHARE * rl["refill_rate"] / rl["refill_period"]
             limits.append((per_second, rl["bucket_size"] // 2, "slurmctld rl_enable"))
         return min(limits) if limits else None
@@ -316,7 +315,7 @@ class Runner:
         if rate is None or not planned.actions:
             return planned
         per_second, burst, why = rate
-        budget = max(1, int(per_second * period_for(self.config, snap.config) * PUSH_SHARE) + burst)
+        budget = max(1, int(per_second * period_for(self.config, snap.settings) * PUSH_SHARE) + burst)
         actions, state, later = within_budget(planned.actions, budget, self.state, planned.state)
         if later:
             res.deferred = later
@@ -396,7 +395,7 @@ class Runner:
         if twice == self._twice:
             return
         self._twice = twice
-        weight = snap.config.get("weight_fairshare")
+        weight = snap.settings.weight_fairshare
         if twice:
             self.log.warning("fair share counted twice: push.mode site_factor adds fairshared's while Slurm's "
                              "PriorityWeightFairshare adds its own; set PriorityWeightFairshare=0 in slurm.conf",
@@ -488,7 +487,7 @@ class Runner:
         if self._sacct is None:  # sacct, or pyslurm.db.Jobs with the pyslurm source
             make = getattr(self.source, "job_records_reader", None)
             self._sacct = make() if make is not None else new_sacct_reader(cli)
-        _, policy, records, bad = load_accounting(cli, snap.config, at, sacct=self._sacct)
+        _, policy, records, bad = load_accounting(cli, snap.settings, at, sacct=self._sacct)
         model = self.config.usage.model
         result = compute_usage(records, snap.associations, policy, at, [model])
         bad = list(bad) + list(result.bad)
@@ -500,7 +499,7 @@ class Runner:
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""
-        base = period_for(self.config, self.cluster_config)
+        base = period_for(self.config, self.cluster_settings)
         if self.failures <= 1:
             return base
         # the exponent is capped before it is used: a week of failures must not overflow a float

@@ -171,7 +171,7 @@ class Service:
         """Keep the timer at the cluster's period; after failures, back off."""
         if self.scheduler is None:
             return
-        period = period_for(self.config, self.runner.cluster_config)
+        period = period_for(self.config, self.runner.cluster_settings)
         delay = self.runner.retry_delay() if self.runner.failures else period
         if self.stopping.is_set():
             return

@@ -96,7 +96,7 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
             node_count=int(c.get("node_count", 1)), cpu_count=int(c.get("cpu_count", 1)),
             assoc_priority_max=int(c.get("assoc_priority_max", 0)),
             tres_order=tuple(c.get("tres_order") or ClusterInfo().tres_order),
-            slurm_version=release_of(snap.config or {}),
+            slurm_version=release_of(snap.settings.slurm_version),
         )
         if cluster.node_count < 1 or cluster.cpu_count < 1:
             raise ValueError("node_count and cpu_count must be >= 1")

@@ -36,6 +36,7 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from ..settings import ClusterSettings
 from ..slurm.sshare import looks_like_sshare_dump
 from .snapshot_schema import check_config, check_top_level
 
@@ -103,8 +104,8 @@ def _check_config(config: dict, name: str) -> None:
         raise InputError(f"config.priority_flags {flags!r} is not a list of flag names", name)
     damp = config.get("dampening")
     if damp is not None and (isinstance(damp, bool) or not isinstance(damp, (int, float))
-                             or not 0 < damp < math.inf or damp > 1e300):  # (an int beyond a double too)
-        raise InputError(f"config.dampening {damp!r} is not a finite number > 0", name)
+                             or not 0 <= damp < math.inf or damp > 1e300):  # (an int beyond a double too)
+        raise InputError(f"config.dampening {damp!r} is not a finite number >= 0", name)
     levels = config.get("priority_levels")
     if levels is not None and (isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 16):
         raise InputError(f"config.priority_levels {levels!r} is not an integer in 1..16", name)
@@ -175,8 +176,15 @@ def snapshot_from_dict(doc: Any, name: str = "<snapshot>") -> Snapshot:
         source=doc.get("source"),
         taken_at=taken,
         sibling_order=order_kind,
-        config=config,
+        settings=_settings(config, name),
     )
+
+
+def _settings(config: dict, name: str) -> ClusterSettings:
+    try:
+        return ClusterSettings.from_dict(config)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"config: {exc}", name) from None
 
 
 def snapshot_to_dict(snap: Snapshot) -> dict:
@@ -187,7 +195,7 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         "source": snap.source,
         "taken_at": snap.taken_at,
         "sibling_order": snap.sibling_order,
-        "config": snap.config,
+        "config": snap.settings.to_dict(),
         "associations": [
             {
                 "account": a.account,

@@ -146,8 +146,8 @@ def priority_config_extra(raw: dict[str, str]) -> dict:
         "tres_order": tres_order or None,
         "state_save_location": raw.get("StateSaveLocation"),
         "slurm_conf": raw.get("SLURM_CONF"),
-        "no_normal_ambiguous": "NO_NORMAL_ALL" in flags.upper() and release_of(
-            {"slurm_version": raw.get("SLURM_VERSION")}) < NO_NORMAL_NAMED,
+        "no_normal_ambiguous": ("NO_NORMAL_ALL" in flags.upper()
+                                and release_of(raw.get("SLURM_VERSION")) < NO_NORMAL_NAMED),
     }
 
 

@@ -39,7 +39,7 @@ def version_tuple(version: str | None) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def release_of(config: dict) -> tuple[int, int]:
-    """The (major, minor) release a snapshot's config names; 22.05's when it names none."""
-    version = version_tuple(config.get("slurm_version"))
+def release_of(slurm_version: str | None) -> tuple[int, int]:
+    """The (major, minor) release a SLURM_VERSION names; 22.05's when it names none."""
+    version = version_tuple(slurm_version)
     return version if version != (0, 0) else DEFAULT_RELEASE

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..model import PARENT, Association, Job, PartitionInfo, Snapshot
 from ..priority import ClusterInfo, PriorityInputs
+from ..settings import ClusterSettings
 from ..usage import UsagePolicy
 
 TREE = [
@@ -83,6 +84,7 @@ CONFIG = {
     "accounting_storage_enforce": ["associations", "limits"],
     "site_factor_plugin": None,
 }
+SETTINGS = ClusterSettings.from_dict(CONFIG)
 EPOCH = 1_767_225_600  # period 0 starts at 2026-01-01 00:00 UTC
 PERIOD = CONFIG["calc_period_seconds"]
 SEED = 42
@@ -134,7 +136,7 @@ def _uniform(seed: int, stream: int, k: np.ndarray, slot: np.ndarray) -> np.ndar
 _ACTIVE, _AMOUNT, _SUBMIT, _WAIT, _PART, _NICE, _FILL_USER, _FILL_PART = range(8)
 _RATE = np.array([APPETITE[u][0] for _, u in USERS], dtype=float)
 _P = np.array([APPETITE[u][1] for _, u in USERS], dtype=float)
-_DECAY = float(UsagePolicy.from_config(CONFIG).period_decay())
+_DECAY = float(UsagePolicy.from_settings(SETTINGS).period_decay())
 
 
 def usage_at(n: int, seed: int = SEED) -> dict[tuple[str, str], float]:
@@ -217,7 +219,7 @@ def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> 
                           usage[(acct, user)] if user else None, None, i)
               for i, (acct, user, parent, shares) in enumerate(TREE)]
     snap = Snapshot(associations=assocs, cluster="demo", source="demo", taken_at=float(t), sibling_order="lft",
-                    config=dict(CONFIG))
+                    settings=SETTINGS)
     jobs = jobs_at(n, seed)
     if pending_jobs is not None:
         jobs += filler_jobs(n, pending_jobs - len(jobs), seed)

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field, replace
 from ..model import Job, PartitionInfo, Snapshot
 from ..priority import ClusterInfo, PriorityInputs
 from ..slurm.assoc_mgr import parse_assoc_priorities
-from ..slurm.config import parse_config, parse_slurm_conf_flags, priority_config, priority_config_extra
+from ..settings import ClusterSettings
+from ..slurm.config import parse_config, parse_slurm_conf_flags, priority_config_extra
 from ..slurm.sacctmgr import parse_qos
 from ..slurm.scontrol import parse_nodes, parse_partitions
 from ..slurm.sprio import SPRIO_FORMAT, parse_sprio_facts
@@ -90,7 +91,7 @@ def read_jobs(cmds: SlurmCommands, *, running: bool = False, skipped: list[str] 
     return out
 
 
-def no_normal_flags(raw: dict[str, str], cfg: dict,
+def no_normal_flags(raw: dict[str, str], settings: ClusterSettings,
                     slurm_conf_text: str | None) -> tuple[list[str], str | None]:
     """The PriorityFlags to use, and a warning when they are a guess.
 
@@ -100,13 +101,14 @@ def no_normal_flags(raw: dict[str, str], cfg: dict,
     release before 25.11 ``NO_NORMAL_ALL`` is ambiguous and slurm.conf (``slurm_conf_text``, None
     when unreadable) settles it; failing that all four are assumed, and the warning says so.
     """
-    flags = list(cfg.get("priority_flags") or [])
-    if "NO_NORMAL_ALL" not in raw.get("PriorityFlags", "").upper() or release_of(cfg) >= NO_NORMAL_NAMED:
+    flags = list(settings.priority_flags)
+    if ("NO_NORMAL_ALL" not in raw.get("PriorityFlags", "").upper()
+            or release_of(settings.slurm_version) >= NO_NORMAL_NAMED):
         return flags, None
     conf = parse_slurm_conf_flags(slurm_conf_text) if slurm_conf_text is not None else None
     if conf is not None:
         return [f.strip().upper() for f in conf.split(",") if f.strip()], None
-    return flags, (f"scontrol show config of Slurm {cfg.get('slurm_version') or '22.05'} prints "
+    return flags, (f"scontrol show config of Slurm {settings.slurm_version or '22.05'} prints "
                    f"NO_NORMAL_ALL for any NO_NORMAL_* flag and slurm.conf "
                    f"({raw.get('SLURM_CONF') or 'path unknown'}) is unreadable: assuming all four "
                    f"(NO_NORMAL_ASSOC, NO_NORMAL_PART, NO_NORMAL_QOS, NO_NORMAL_TRES)")
@@ -168,27 +170,28 @@ class JobInfoCli:
             return self._read(snap, jobs, sshare)
 
     def _read(self, snap: Snapshot, jobs: bool, sshare: bool) -> PriorityInputs:
-        raw = self.raw_config()
-        cfg = priority_config(raw)
+        raw = self.raw_config()  # the read's memo: the scontrol show config snap's settings came from
         extra = priority_config_extra(raw)
+        settings = snap.settings
         warnings: list[str] = []
         if extra["no_normal_ambiguous"]:
-            cfg["priority_flags"], warning = no_normal_flags(raw, cfg, _read_text(extra["slurm_conf"]))
+            flags, warning = no_normal_flags(raw, settings, _read_text(extra["slurm_conf"]))
+            settings = settings.with_values(priority_flags=flags)
             warnings += [warning] if warning else []
-        cfg.update(extra)
-        snap = replace(snap, config=cfg, skipped_rows=list(snap.skipped_rows))
+        settings = settings.with_values(**extra)
+        snap = replace(snap, settings=settings, skipped_rows=list(snap.skipped_rows))
         parts = self.partitions()
         node_count, cpu_count = self.nodes()
-        assoc_prio: dict = self.assoc_priorities() if cfg.get("weight_assoc") else {}
+        assoc_prio: dict = self.assoc_priorities() if settings.weight_assoc else {}
         cluster = ClusterInfo(
             partitions=parts, qos_priority=self.qos(), node_count=max(node_count, 1),
             cpu_count=max(cpu_count, 1), assoc_priority_max=max(assoc_prio.values(), default=0),
             tres_order=tuple(extra["tres_order"] or ()) or ClusterInfo().tres_order,
-            slurm_version=release_of(cfg),
+            slurm_version=release_of(settings.slurm_version),
         )
         job_list: list[Job] = []
         if jobs:
-            running = "CALCULATE_RUNNING" in {f.upper() for f in cfg.get("priority_flags") or []}
+            running = "CALCULATE_RUNNING" in settings.flags
             job_list = self.jobs(running=running, skipped=snap.skipped_rows, assoc_priority=assoc_prio)
         return PriorityInputs(
             snapshot=snap, cluster=cluster, jobs=job_list,

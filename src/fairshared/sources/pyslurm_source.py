@@ -77,6 +77,7 @@ from typing import Any, Callable, Mapping
 from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from ..pyslurm_loader import import_pyslurm
 from ..records import SourceError
+from ..settings import ClusterSettings
 from ..slurm.config import rate_limit
 from ..slurm.tres import tres_weight
 
@@ -260,14 +261,14 @@ class PyslurmSource:
         cfg = _call("pyslurm.slurmctld.Config.load()", lambda: self.pyslurm.slurmctld.Config.load())
         return _call("reading pyslurm.slurmctld.Config", config_from_pyslurm, cfg)
 
-    def local_cluster(self, config: dict) -> str:
+    def local_cluster(self, cluster_settings: ClusterSettings) -> str:
         if self.cluster:
             return self.cluster
         settings = getattr(self.pyslurm, "settings", None)  # pyslurm/settings.pyx, set by slurm_init()
         if settings is None:
             from pyslurm import settings  # noqa: PLC0415
         local = getattr(settings, "LOCAL_CLUSTER", None)
-        ctld = config.get("cluster_name")
+        ctld = cluster_settings.cluster_name
         if not local or local == UNKNOWN_CLUSTER:
             local = ctld
         elif ctld and ctld != local:
@@ -316,8 +317,8 @@ class PyslurmSource:
 
     def snapshot(self, *, jobs: bool = True) -> Snapshot:
         taken = time.time()
-        config = self.config()
-        cluster = self.local_cluster(config)
+        settings = ClusterSettings.from_dict(self.config())
+        cluster = self.local_cluster(settings)
         db_assocs = self.db_associations(cluster)
         usage, provider_order = self.read_usage()
         assocs, kind = associations_from_pyslurm(db_assocs, usage, provider_order)
@@ -328,7 +329,7 @@ class PyslurmSource:
                    f"usage from {getattr(self.usage, 'describe', type(self.usage).__name__)})",
             taken_at=taken,
             sibling_order=kind,
-            config=config,
+            settings=settings,
             jobs=self.pending_jobs() if jobs else [],
             # the daemon's read (with jobs) needs the slurmctld hosts to push only beside the active
             # controller; pyslurm 25.11's Config has no SlurmctldHost list: from scontrol

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..model import InputError
+from ..settings import ClusterSettings
 from ..slurm.config import parse_config
 from ..slurm.sacctmgr import parse_qos_usage_factors
 from ..slurm.scontrol import partition_billing
@@ -231,7 +232,7 @@ class SacctJobs:
 
 def usage_settings(run: Callable[[list[str]], str],
                    state_file_reader: Callable[[str], bytes] | None = None) -> dict:
-    """Extra config keys for :meth:`fairshared.usage.UsagePolicy.from_config`.
+    """What :meth:`fairshared.usage.UsagePolicy.from_settings` reads beside the settings (its ``state``).
 
     ``tres_billing_weights`` from ``scontrol show partition -o``; ``boot_time`` and
     the decay state (``priority_last_decay_ran``, ``priority_last_reset``) from
@@ -272,21 +273,21 @@ def sacct_env(base: dict[str, str] | None = None) -> dict[str, str]:
 HALF_LIVES = 20.0  # records that ended more than this many half-lives ago change usage by < 2^-20
 
 
-def load_accounting(cli, config: dict, at: float, *, sacct: SacctJobs | None = None):
-    """Policy and job records for time ``at``: (config with extras, policy, records, bad records).
+def load_accounting(cli, settings: ClusterSettings, at: float, *, sacct: SacctJobs | None = None):
+    """Policy and job records for time ``at``: (usage_settings' state, policy, records, bad records).
 
     ``cli`` is a :class:`~fairshared.sources.slurm_cli.SlurmCli`; pass the same
     ``sacct`` reader every time to fetch only what is new since the last call.
     """
-    cfg = {**config, **usage_settings(cli.run)}
+    state = usage_settings(cli.run)
     try:
-        policy = UsagePolicy.from_config(cfg)
+        policy = UsagePolicy.from_settings(settings, state)
     except ValueError as exc:
         raise InputError(f"cluster configuration: {exc}") from None
     if sacct is None:
         sacct = new_sacct_reader(cli)
     records, bad = sacct.fetch(now=at, not_before=policy.not_before(at, HALF_LIVES))
-    return cfg, policy, records, bad
+    return state, policy, records, bad
 
 
 def new_sacct_reader(cli) -> SacctJobs:

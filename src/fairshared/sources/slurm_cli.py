@@ -41,6 +41,7 @@ from ..slurm.sacctmgr import parse_sacctmgr_assoc
 from ..slurm.sshare import parse_sshare
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
+from ..settings import ClusterSettings
 from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
 from .slurm_commands import SlurmCommands
 
@@ -95,12 +96,12 @@ class SlurmCli(SlurmCommands):
         return kind, order
 
     def order_of_22_05(self, assocs: list[Association], reported: dict,
-                       cfg: dict) -> tuple[list[Association], str]:
+                       settings: ClusterSettings) -> tuple[list[Association], str]:
         """22.05 holds siblings in ``lft`` order after a load and in name order after a run-time
         change (engine.sibling_order); whichever reproduces sshare's own Fair Tree ranks is the one
         slurmctld holds.  When its ranks cannot tell (no tie depends on it, or they are older than
         the tree), the state last seen stays."""
-        if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
+        if "NO_FAIR_TREE" not in settings.flags:
             seen = infer_lft_or_name(assocs, reported)  # infer() with one tree and one Fair Tree
             if seen:
                 self.order_state = seen
@@ -131,7 +132,7 @@ class SlurmCli(SlurmCommands):
     def _snapshot(self, jobs: bool) -> Snapshot:
         taken = time.time()
         raw_config = self.raw_config()  # parsed once, for the settings and the controllers
-        cfg = priority_config(raw_config)
+        settings = ClusterSettings.from_dict(priority_config(raw_config))  # the one build of this read
         try:
             records = self.assoc_mgr()
         except SourceTimeout:
@@ -151,7 +152,7 @@ class SlurmCli(SlurmCommands):
                 self.confirmed_tree = tree
         else:
             shown = self.sshare()
-            kind, order = self.sibling_order(cfg.get("cluster_name"), cfg.get("slurm_version"))
+            kind, order = self.sibling_order(settings.cluster_name, settings.slurm_version)
             missing = [a for a in shown.associations if a.key not in order]
             if missing:
                 raise SourceError(f"sacctmgr does not know {missing[0].label()} that sshare shows")
@@ -159,15 +160,15 @@ class SlurmCli(SlurmCommands):
                       for a in shown.associations]
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
         if kind == LFT:
-            assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, cfg)
+            assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, settings)
         skipped: list[str] = []
         return Snapshot(
             associations=assocs,
-            cluster=cfg.get("cluster_name"),
+            cluster=settings.cluster_name,
             source=source,
             taken_at=taken,
             sibling_order=kind,
-            config=cfg,
+            settings=settings,
             jobs=self.pending_jobs(skipped) if jobs else [],
             skipped_rows=skipped,
             controllers=slurm_controllers(raw_config),

@@ -1,0 +1,135 @@
+"""The cluster's priority settings, typed: :class:`ClusterSettings`, built once per read.
+
+Every source builds one from the document it reads (``scontrol show config`` through
+:func:`fairshared.slurm.config.priority_config`, pyslurm, the demo, a snapshot file's ``config``)
+with :meth:`ClusterSettings.from_dict`; a setting the document leaves out (or gives as null) has
+Slurm's default (read_config.c).  :meth:`ClusterSettings.to_dict` gives the document back with the
+same keys, in the same order, with the same values: a snapshot file reads and writes unchanged
+(docs/snapshot-format.md).  Plain data; imports nothing of fairshared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+
+DAY = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """The settings fairshared reads, in base units (seconds), with Slurm's defaults.
+
+    ``given``: the keys of the document it was built from, in order (``to_dict`` writes those);
+    ``unset``: the keys among them given as null (their field holds the default)."""
+
+    cluster_name: str | None = None
+    slurm_version: str | None = None  # SLURM_VERSION, e.g. "25.11.7"
+    priority_type: str = "priority/basic"
+    priority_flags: tuple[str, ...] = ()  # as the source wrote them; ``flags`` is the upper-cased set
+    dampening: float = 1  # FairShareDampeningFactor (uint16 in slurm.conf; 0 is accepted there)
+    priority_levels: int | None = None  # Fair Tree's levels of FSRaw bits (snapshot files only)
+    half_life_seconds: int = 7 * DAY  # PriorityDecayHalfLife
+    calc_period_seconds: int = 300  # PriorityCalcPeriod
+    usage_reset_period: str = "NONE"  # PriorityUsageResetPeriod, upper case
+    max_age_seconds: int = 7 * DAY  # PriorityMaxAge
+    favor_small: bool = False  # PriorityFavorSmall
+    weight_age: int = 0
+    weight_assoc: int = 0
+    weight_fairshare: int = 0
+    weight_jobsize: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_tres: Mapping[str, float] = field(default_factory=dict)  # PriorityWeightTRES, per base unit
+    weight_tres_exact: Mapping[str, float] | None = None  # the same, from scontrol (priority_config_extra)
+    weight_tres_text: str | None = None  # PriorityWeightTRES as written (sprio -w prints it)
+    tres_order: tuple[str, ...] | None = None  # AccountingStorageTRES
+    accounting_storage_enforce: tuple[str, ...] = ()
+    site_factor_plugin: str | None = None
+    state_save_location: str | None = None
+    slurm_conf: str | None = None
+    no_normal_ambiguous: bool = False  # NO_NORMAL_ALL printed for any NO_NORMAL_* flag (before 25.11)
+    rate_limit: Mapping[str, int] | None = None  # rl_enable: bucket_size, refill_rate, refill_period
+    slurm_user_uid: int | None = None
+    given: tuple[str, ...] = ()
+    unset: frozenset[str] = frozenset()
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """PriorityFlags, upper case."""
+        return frozenset(str(f).strip().upper() for f in self.priority_flags)
+
+    @property
+    def tres_weights(self) -> Mapping[str, float]:
+        """PriorityWeightTRES as the job priority uses it: the exact weights when read, else ``weight_tres``."""
+        return self.weight_tres if self.weight_tres_exact is None else self.weight_tres_exact
+
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> ClusterSettings:
+        """From a settings document (keys as in :func:`fairshared.slurm.config.priority_config` and
+        ``priority_config_extra``, the demo's, a snapshot file's ``config``); ValueError on an unknown key."""
+        kw: dict = {}
+        unset = set()
+        for key, value in doc.items():
+            if key not in _SETTINGS:
+                raise ValueError(f"unknown cluster setting {key!r}")
+            if value is None:
+                unset.add(key)
+            else:
+                kw[key] = _typed(key, value)
+        return cls(**kw, given=tuple(doc), unset=frozenset(unset))
+
+    def to_dict(self) -> dict:
+        """The document this was built from (with what :meth:`with_values` changed): JSON-ready."""
+        return {k: None if k in self.unset else _plain(getattr(self, k)) for k in self.given}
+
+    def with_values(self, **values) -> ClusterSettings:
+        """A copy with these settings replaced or added (added ones go last in ``to_dict``)."""
+        given = self.given + tuple(k for k in values if k not in self.given)
+        unset = {k for k in self.unset if k not in values} | {k for k, v in values.items() if v is None}
+        typed = {k: _DEFAULTS[k] if v is None else _typed(k, v) for k, v in values.items()}
+        return replace(self, **typed, given=given, unset=frozenset(unset))
+
+
+_SETTINGS = tuple(f.name for f in fields(ClusterSettings) if f.name not in ("given", "unset"))
+_DEFAULTS = {k: getattr(ClusterSettings(), k) for k in _SETTINGS}
+_TUPLES = ("priority_flags", "tres_order", "accounting_storage_enforce")
+_MAPPINGS = ("weight_tres", "weight_tres_exact", "rate_limit")
+
+
+_NUMBERS = ("dampening",)
+_BOOLS = ("favor_small", "no_normal_ambiguous")
+
+
+def _typed(key: str, value):
+    """``value`` for field ``key``, checked against its type (ValueError naming the key when it is not)."""
+    if key in _TUPLES:
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    elif key in _MAPPINGS:
+        ok = isinstance(value, Mapping) and all(isinstance(k, str) and _number(v) for k, v in value.items())
+        value = dict(value) if ok else value
+    elif key in _BOOLS:
+        ok = isinstance(value, bool)
+    elif key in _NUMBERS:
+        ok = _number(value)
+    elif isinstance(_DEFAULTS[key], int) or key in ("priority_levels", "slurm_user_uid"):
+        # a whole float too (3600.0: a snapshot file may hold one; kept as written, for the file's sake)
+        ok = _number(value) and float(value).is_integer()
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise ValueError(f"cluster setting {key} = {value!r} is not of its type")
+    return value
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _plain(value):
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
