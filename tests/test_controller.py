@@ -18,7 +18,8 @@ import pytest
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Controllers, InputError, Job, Snapshot
-from fairshared.plan import JobState, PushState, plan
+from fairshared.plan import JobState, PushState
+from fairshared.push_modes import PlanInputs, mode_for
 from fairshared.sources.controller import ControllerCheck
 from fairshared.slurm.config import controllers, parse_config
 from fairshared.slurm.state_files import parse_heartbeat
@@ -156,10 +157,13 @@ def test_nice_adopts_only_jobs_it_can_tell_apart_after_becoming_active():
     new = Job(2, "busy", "a", "batch", priority=100, nice=0, submit_time=3000)
     mine = Job(3, "busy", "a", "batch", priority=100, nice=-500, submit_time=1000)
     state = PushState("nice", {3: JobState(-500, base=0)})
-    actions, _, _ = plan([old, new, mine], result, mode="nice", weight=1000, state=state, adopt_since=2000)
+    nice = mode_for("nice")
+    actions = nice.plan(PlanInputs(jobs=[old, new, mine], result=result, weight=1000, override_fixed=False,
+                                   now=0, adopt_since=2000), state).actions
     # job 1 left alone; job 2 planned from its owner's nice 0; job 3 already holds ours (-500 = 0 - 1000 F)
     assert [(a.job_id, a.new) for a in actions] == [(2, -500)]
-    actions, _, _ = plan([old], result, mode="nice", weight=1000, state=PushState("nice"))  # one head
+    actions = nice.plan(PlanInputs(jobs=[old], result=result, weight=1000, override_fixed=False, now=0),
+                        PushState("nice")).actions  # one head
     assert [a.job_id for a in actions] == [1]
 
 

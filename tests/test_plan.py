@@ -8,7 +8,8 @@ import pytest
 
 from fairshared.engine import compute
 from fairshared.model import Association, Job
-from fairshared.plan import LIMIT, JobState, PushState, contribution, plan
+from fairshared.plan import LIMIT, JobState, PushState, contribution
+from fairshared.push_modes import PlanInputs, mode_for
 
 TREE = [
     Association("root", None, None, 1, None),
@@ -22,6 +23,13 @@ TREE = [
 @pytest.fixture(scope="module")
 def result():
     return compute(TREE, "fair_tree")
+
+
+def plan(jobs, result, *, mode, weight, state, levels=0):
+    """The mode's own plan: (actions, the push state after them, jobs without an association)."""
+    p = mode_for(mode).plan(PlanInputs(jobs=jobs, result=result, weight=weight, override_fixed=False, now=0,
+                                       levels=levels), state)
+    return p.actions, p.state, p.unknown
 
 
 def job(i, user="busy", **kw):
@@ -42,8 +50,7 @@ def test_site_factor_is_weight_times_factor(result):
 
 def test_site_factor_compares_with_what_slurm_holds(result):
     jobs = [job(1, site_factor=1000), job(2, "idle", site_factor=7)]
-    actions, _, _ = plan(jobs, result, mode="site_factor", weight=3000, state=PushState("site_factor"),
-                         current_site_factor={1: 1000, 2: 7})
+    actions, _, _ = plan(jobs, result, mode="site_factor", weight=3000, state=PushState("site_factor"))
     assert [(a.job_id, a.old, a.new) for a in actions] == [(2, 7, 3000)]
 
 
@@ -156,9 +163,9 @@ def test_levels_keep_a_small_drift_from_updating_jobs():
     for levels, pushed_again in ((0, 20), (1000, 0)):  # exact: idle's 20 jobs move 4665 -> 4667
         _, state, _ = plan(jobs, before, mode="site_factor", weight=10000, state=PushState("site_factor"),
                            levels=levels)
-        current = {j: s.value for j, s in state.jobs.items()}  # what Slurm holds after the first push
-        again, _, _ = plan(jobs, after, mode="site_factor", weight=10000, state=state,
-                           current_site_factor=current, levels=levels)
+        # what Slurm holds after the first push
+        held = [replace(j, site_factor=state.jobs[j.job_id].value) for j in jobs]
+        again, _, _ = plan(held, after, mode="site_factor", weight=10000, state=state, levels=levels)
         assert len(again) == pushed_again
 
 

@@ -1,19 +1,15 @@
-"""What to write to which pending job: pure functions, no I/O.
+"""What every push mode shares: the push state, the contribution, the candidates, pacing. Pure, no I/O.
 
     contribution c = round(W · F)        W = our fair-share weight, F = the job's user factor
                  c = round(W · round(F · L) / L)   with push.levels L > 0: F on L + 1 levels, so
                                       a drift smaller than a level updates no job (see contribution)
-    site_factor:  SiteFactor = c                          (Slurm adds it to its own factors)
-    nice:         Nice = owner's own nice − c             (priority rises by c; the owner's nice survives)
-    priority:     Priority = P(job) with F in its fair-share term (priority.py), which *fixes* the
-                  job's priority: slurmctld stops recalculating it until we push again
 
-Only jobs whose value differs from what Slurm holds get an action, so a cycle
-with unchanged inputs plans nothing.  Values are clamped to Slurm's limits
-(|SiteFactor|, |Nice| <= 2147483645 = NICE_OFFSET − 3; Priority in
-[1, 2^32 − 3]).  Held jobs (priority 0) are left alone, and so are jobs whose
-priority an operator fixed (``scontrol update priority=``) unless the config
-says otherwise.
+What each mode writes for c (SiteFactor = c, Nice = owner's nice − c, Priority = P(job) with F)
+is that mode's own rule, in :mod:`fairshared.push_modes`.  Every mode plans only the jobs whose
+value differs from what Slurm holds, so a cycle with unchanged inputs plans nothing.  Values are
+clamped to Slurm's limits (|SiteFactor|, |Nice| <= 2147483645 = NICE_OFFSET − 3; Priority in
+[1, 2^32 − 3]).  Held jobs (priority 0) are left alone, and so are jobs whose priority an operator
+fixed (``scontrol update priority=``) unless the config says otherwise (:func:`candidates`).
 
 The *push state* remembers, per job, the value we last wrote and (nice mode)
 the owner's own nice underneath it.  It survives restarts on disk, so a
@@ -30,13 +26,12 @@ comes back with the old value.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .engine.result import Result
 from .model import Job
-from .priority import job_priority
 from .records import PushAction
 
 LIMIT = 2147483645  # NICE_OFFSET - 3: bound of SiteFactor and Nice
@@ -171,53 +166,6 @@ def candidates(jobs, result: Result, state: PushState, override_fixed: bool, unk
         yield job, prev, f
 
 
-def plan(jobs: list[Job], result: Result, *, mode: str, weight: int, state: PushState,
-         current_site_factor: dict[int, int] | None = None,
-         override_fixed: bool = False, adopt_since: int | None = None, levels: int = 0
-         ) -> tuple[list[PushAction], PushState, list[Job]]:
-    """Actions for the pending jobs, the push state they lead to, and the jobs skipped (no association).
-
-    ``current_site_factor`` is what slurmctld holds per job when the source can
-    read it (sprio); otherwise the push state's memory stands in for it.
-    Jobs with an operator-set priority are left alone unless ``override_fixed``.
-
-    ``adopt_since`` (nice mode, two head nodes): a job submitted before it whose nice is not one
-    this daemon wrote is left alone.  Its nice may hold the other head's daemon's contribution,
-    which this daemon cannot tell from its owner's own nice: taking it for the owner's would
-    subtract a contribution twice.  Jobs submitted since, and jobs whose nice is ours, are planned
-    as usual.  None (one controller): every job's nice not ours is its owner's.
-
-    ``levels``: F rounded to L + 1 levels before it is weighted (:func:`contribution`).
-    """
-    if mode not in ("site_factor", "nice"):
-        raise ValueError(f"unknown push mode {mode!r}")
-    actions: list[PushAction] = []
-    new_state = PushState(mode)
-    unknown: list[Job] = []
-    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=False):
-        c = contribution(weight, f, levels)
-        if mode == "site_factor":
-            new = clamp(c)
-            if current_site_factor is not None and job.job_id in current_site_factor:
-                old: int | None = current_site_factor[job.job_id]
-            else:
-                old = prev.value if prev else None
-            new_state.jobs[job.job_id] = JobState(new)
-        elif mode == "nice":
-            mine = prev is not None and prev.ours(job.nice)
-            if not mine and adopt_since is not None and job.submit_time < adopt_since:
-                continue  # maybe the other head's daemon's value (see the docstring)
-            base = prev.base if mine else job.nice
-            new = clamp(base - c)
-            old = job.nice
-            keep = prev.alt if prev is not None and prev.ours(job.nice) else None  # our value before, still ours
-            new_state.jobs[job.job_id] = JobState(new, base, keep)
-        if new != old:
-            actions.append(PushAction(job_id=job.job_id, field=mode, new=new, old=old, contribution=c,
-                                      user=job.user, account=job.account, partition=job.partition))
-    return actions, new_state, unknown
-
-
 def by_array_parent(actions: list[PushAction], jobs: list[Job]) -> list[PushAction]:
     """SiteFactor actions without those an array's parent update already makes.
 
@@ -274,43 +222,3 @@ def within_budget(actions: list[PushAction], budget: int, before: PushState, pla
             jobs.pop(a.job_id, None)
     return chosen, PushState(planned.mode, jobs), len(later)
 
-
-# --- priority mode ---------------------------------------------------------------------------------
-
-PRIORITY_MAX_PUSH = 0xFFFFFFFD  # 2^32 − 3: 0xFFFFFFFE is NO_VAL, 0xFFFFFFFF (INFINITE) means "recalculate"
-
-
-def plan_priority(jobs, result: Result, *, cluster, params, now: int, state: PushState,
-                  override_fixed: bool = False, priorities: list | None = None
-                  ) -> tuple[list[PushAction], PushState, list]:
-    """Priority mode: every pending job's full multifactor priority with our F (priority.py).
-
-    ``jobs`` are :class:`fairshared.model.Job` with their factors' inputs; ``params`` carries the
-    fair-share weight to use.  A job in several partitions gets the priority of
-    the first one slurmctld considers (highest PriorityTier).  A job whose
-    priority is fixed by someone else is left alone unless ``override_fixed``.
-    Setting a priority makes slurmctld reset the job's nice to 0; the owner's
-    nice is kept in the push state (``base``) and still subtracted.
-    ``priorities``, when given, receives each planned job's :class:`~fairshared.priority.Factors`
-    (one per partition): the factors behind the priority planned, whether it changed or not.
-    """
-    actions: list[PushAction] = []
-    new_state = PushState("priority")
-    unknown: list = []
-    for job, prev, f in candidates(jobs, result, state, override_fixed, unknown, ours_fixed=True):
-        # the job's factors as slurmctld would compute them with our F; a fixed job's factors are
-        # zeroed by Slurm, so compute as if it were not fixed
-        # slurmctld resets a job's nice to 0 when its priority is set (seen on a live 22.05.8):
-        # the owner's nice lives on in our push state (base) and still counts
-        ours = prev is not None and prev.ours(job.priority)
-        nice = prev.base if ours and job.nice == 0 else job.nice
-        rows = job_priority(replace(job, direct_set_prio=False, nice=nice), f, cluster, params, now)
-        if priorities is not None:
-            priorities.extend(rows)
-        new = max(1, min(PRIORITY_MAX_PUSH, int(rows[0].priority)))
-        new_state.jobs[job.job_id] = JobState(new, nice, prev.alt if ours else None)
-        if new != job.priority:
-            actions.append(PushAction(job_id=job.job_id, field="priority", new=new, old=job.priority,
-                                      contribution=contribution(params.weight_fairshare, f),
-                                      user=job.user, account=job.account, partition=job.partition))
-    return actions, new_state, unknown

@@ -1,17 +1,20 @@
-"""The push modes as objects: each mode's planning, write-ahead and after-push rules together.
+"""The push modes as objects: each mode's value, planning, write-ahead and after-push rules together.
 
-Pure, no I/O (the runner does the reading and writing).  One object per ``push.mode``:
+Pure, no I/O (the runner does the reading and writing).  One object per ``push.mode``; each plans
+itself from the jobs :func:`plan.candidates` yields and the contribution c = round(W · F)
+(:func:`plan.contribution`):
 
-=============  ==========================  =====================  ===================================
-mode           plans from                  write-ahead must land  after the push, for each action
-=============  ==========================  =====================  ===================================
-site_factor    the snapshot's jobs         no (SiteFactor is       what did not land is forgotten
-               (:func:`plan.plan`)         absolute)               (Slurm's own value is read next time)
-nice           the snapshot's jobs         yes                    the old and the new value stay ours
-priority       each job's factors          yes                    the old and the new value stay ours
-               (:func:`plan.plan_priority`)
-off            nothing                     —                      —
-=============  ==========================  =====================  ===================================
+=============  ==================================  =====================  ============================
+mode           writes (each mode's ``plan``)        write-ahead must land  after the push, per action
+=============  ==================================  =====================  ============================
+site_factor    SiteFactor = c (Slurm adds it)      no (SiteFactor is      what did not land is
+                                                   absolute)              forgotten (Slurm's is read)
+nice           Nice = owner's own nice − c         yes                    old and new value stay ours
+priority       Priority = P(job) with our F        yes                    old and new value stay ours
+               (fixes it: slurmctld stops
+               recalculating it until the next push)
+off            nothing                             —                      —
+=============  ==================================  =====================  ============================
 
 Why "the old and the new value stay ours" in nice and priority modes: a failed
 update may still land (a ``scontrol update`` that timed out is carried out once
@@ -22,14 +25,17 @@ owner's own would apply the contribution twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .engine.result import Result
 from .model import Job
-from .plan import PushState, by_array_parent, plan, plan_priority
+from .plan import JobState, PushState, by_array_parent, candidates, clamp, contribution
+from .priority import PriorityParams, job_priority
 from .records import PushAction
 from .settings import ClusterSettings
+
+PRIORITY_MAX_PUSH = 0xFFFFFFFD  # 2^32 − 3: 0xFFFFFFFE is NO_VAL, 0xFFFFFFFF (INFINITE) means "recalculate"
 
 __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
 
@@ -49,7 +55,7 @@ class PlanInputs:
     now: int
     settings: ClusterSettings = field(default_factory=ClusterSettings)
     details: Any = None
-    adopt_since: int | None = None  # nice mode with two head nodes: see plan.plan
+    adopt_since: int | None = None  # nice mode with two head nodes: see NiceMode
     levels: int = 0  # push.levels: F rounded to L + 1 levels (plan.contribution); site_factor and nice
 
 
@@ -78,17 +84,36 @@ class PushMode(Protocol):
         ...
 
 
+def _action(job: Job, field: str, new: int, old: int | None, c: int) -> PushAction:
+    return PushAction(job_id=job.job_id, field=field, new=new, old=old, contribution=c,
+                      user=job.user, account=job.account, partition=job.partition)
+
+
 class SiteFactorMode:
+    """SiteFactor = clamp(c): absolute, Slurm adds it to the job's priority.
+
+    ``old`` is what slurmctld holds (``Job.site_factor``, read with the jobs) when the source can
+    read it, else the push state's memory.  A pending array's parent update carries its split
+    tasks (:func:`plan.by_array_parent`).
+    """
+
     name = "site_factor"
     job_details = False
     strict_write_ahead = False
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
-        current = {j.job_id: j.site_factor for j in inputs.jobs if j.site_factor is not None}
-        actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
-                                     state=state, current_site_factor=current or None,
-                                     override_fixed=inputs.override_fixed, levels=inputs.levels)
-        return Planned(by_array_parent(actions, inputs.jobs), new, unknown)
+        actions: list[PushAction] = []
+        new_state = PushState(self.name)
+        unknown: list[Job] = []
+        for job, prev, f in candidates(inputs.jobs, inputs.result, state, inputs.override_fixed, unknown,
+                                       ours_fixed=False):
+            c = contribution(inputs.weight, f, inputs.levels)
+            new = clamp(c)
+            old = job.site_factor if job.site_factor is not None else prev.value if prev else None
+            new_state.jobs[job.job_id] = JobState(new)
+            if new != old:
+                actions.append(_action(job, self.name, new, old, c))
+        return Planned(by_array_parent(actions, inputs.jobs), new_state, unknown)
 
     def after_push(self, before, ahead, planned, actions, failed):
         jobs = dict(planned.jobs)
@@ -110,30 +135,76 @@ class _BothStayOurs:
 
 
 class NiceMode(_BothStayOurs):
+    """Nice = clamp(base − c), base = the owner's own nice: the job's priority rises by c.
+
+    A job whose nice is one this daemon wrote (the push state's ``value`` or ``alt``) keeps its
+    recorded base; any other nice is its owner's (``scontrol update nice=``) and becomes the base.
+    ``adopt_since`` (two head nodes): a job submitted before it whose nice is not one this daemon
+    wrote is left alone.  Its nice may hold the other head's daemon's contribution, which this
+    daemon cannot tell from its owner's own nice: taking it for the owner's would subtract a
+    contribution twice.  Jobs submitted since, and jobs whose nice is ours, are planned as usual.
+    None (one controller): every job's nice not ours is its owner's.
+    """
+
     name = "nice"
     job_details = False
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
-        actions, new, unknown = plan(inputs.jobs, inputs.result, mode=self.name, weight=inputs.weight,
-                                     state=state, override_fixed=inputs.override_fixed,
-                                     adopt_since=inputs.adopt_since, levels=inputs.levels)
-        return Planned(actions, new, unknown)
+        actions: list[PushAction] = []
+        new_state = PushState(self.name)
+        unknown: list[Job] = []
+        for job, prev, f in candidates(inputs.jobs, inputs.result, state, inputs.override_fixed, unknown,
+                                       ours_fixed=False):
+            mine = prev is not None and prev.ours(job.nice)
+            if not mine and inputs.adopt_since is not None and job.submit_time < inputs.adopt_since:
+                continue  # maybe the other head's daemon's value (see the docstring)
+            c = contribution(inputs.weight, f, inputs.levels)
+            base = prev.base if mine else job.nice
+            new = clamp(base - c)
+            keep = prev.alt if mine else None  # our value before an unfinished push, still ours
+            new_state.jobs[job.job_id] = JobState(new, base, keep)
+            if new != job.nice:
+                actions.append(_action(job, self.name, new, job.nice, c))
+        return Planned(actions, new_state, unknown)
 
 
 class PriorityMode(_BothStayOurs):
+    """Priority = clamp(P(job), 1, 2^32 − 3): the job's whole multifactor priority with our F in
+    its fair-share term (:func:`priority.job_priority`), weight W; this *fixes* the job's priority
+    (slurmctld stops recalculating it until the next push).
+
+    A job in several partitions gets the priority of the first one slurmctld considers (highest
+    PriorityTier).  Setting a priority makes slurmctld reset the job's nice to 0 (seen on a live
+    22.05.8): the owner's nice is kept in the push state (``base``) and still subtracted.  A
+    priority this daemon fixed does not count as an operator's (``ours_fixed``).  ``priorities``
+    of the result: each planned job's factors (one per partition), whether it changed or not.
+    """
+
     name = "priority"
     job_details = True
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
-        from .priority import PriorityParams
-
         params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
         d = inputs.details
+        actions: list[PushAction] = []
+        new_state = PushState(self.name)
+        unknown: list = []
         rows: list = []
-        actions, new, unknown = plan_priority(d.jobs, inputs.result, cluster=d.cluster, params=params,
-                                              now=inputs.now, state=state,
-                                              override_fixed=inputs.override_fixed, priorities=rows)
-        return Planned(actions, new, unknown, rows)
+        for job, prev, f in candidates(d.jobs, inputs.result, state, inputs.override_fixed, unknown,
+                                       ours_fixed=True):
+            # the job's factors as slurmctld would compute them with our F; a fixed job's factors
+            # are zeroed by Slurm, so compute as if it were not fixed
+            ours = prev is not None and prev.ours(job.priority)
+            nice = prev.base if ours and job.nice == 0 else job.nice
+            factors = job_priority(replace(job, direct_set_prio=False, nice=nice), f, d.cluster, params,
+                                   inputs.now)
+            rows.extend(factors)
+            new = max(1, min(PRIORITY_MAX_PUSH, int(factors[0].priority)))
+            new_state.jobs[job.job_id] = JobState(new, nice, prev.alt if ours else None)
+            if new != job.priority:
+                actions.append(_action(job, "priority", new, job.priority,
+                                       contribution(params.weight_fairshare, f)))
+        return Planned(actions, new_state, unknown, rows)
 
 
 class OffMode:

@@ -115,7 +115,7 @@ class Runner:
         self._twice = False
         self._next_config: Config | None = None  # handed over by a reload, taken at the next cycle's start
         # which slurmctld is in control, as last checked (sources/controller.py), and since when this
-        # daemon may push (Unix time; None while standby, or with one controller: see plan.plan)
+        # daemon may push (Unix time; None while standby, or with one controller: see push_modes.NiceMode)
         self.role: Role | None = None
         self.active_since: int | None = None
         self.started_at: float | None = None  # time.monotonic() at the last cycle's start
