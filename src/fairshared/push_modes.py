@@ -89,17 +89,17 @@ def _action(job: Job, field: str, new: int, old: int | None, c: int) -> PushActi
                       user=job.user, account=job.account, partition=job.partition)
 
 
-class SiteFactorMode:
-    """SiteFactor = clamp(c): absolute, Slurm adds it to the job's priority.
+class _FromContribution:
+    """Planning of the modes that write a value made from c = round(W · F) alone (SiteFactor, nice):
+    the loop over the candidates; each mode's :meth:`value` is its rule."""
 
-    ``old`` is what slurmctld holds (``Job.site_factor``, read with the jobs) when the source can
-    read it, else the push state's memory.  A pending array's parent update carries its split
-    tasks (:func:`plan.by_array_parent`).
-    """
+    name: str
 
-    name = "site_factor"
-    job_details = False
-    strict_write_ahead = False
+    def value(self, job: Job, prev: JobState | None, c: int, inputs: PlanInputs
+              ) -> tuple[JobState, int | None] | None:
+        """(The push state's entry once ``job`` holds its new value, the value it holds now), or
+        None to leave the job alone."""
+        raise NotImplementedError
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         actions: list[PushAction] = []
@@ -108,12 +108,35 @@ class SiteFactorMode:
         for job, prev, f in candidates(inputs.jobs, inputs.result, state, inputs.override_fixed, unknown,
                                        ours_fixed=False):
             c = contribution(inputs.weight, f, inputs.levels)
-            new = clamp(c)
-            old = job.site_factor if job.site_factor is not None else prev.value if prev else None
-            new_state.jobs[job.job_id] = JobState(new)
-            if new != old:
-                actions.append(_action(job, self.name, new, old, c))
-        return Planned(by_array_parent(actions, inputs.jobs), new_state, unknown)
+            out = self.value(job, prev, c, inputs)
+            if out is None:
+                continue
+            entry, old = out
+            new_state.jobs[job.job_id] = entry
+            if entry.value != old:
+                actions.append(_action(job, self.name, entry.value, old, c))
+        return Planned(actions, new_state, unknown)
+
+
+class SiteFactorMode(_FromContribution):
+    """SiteFactor = clamp(c): absolute, Slurm adds it to the job's priority.
+
+    The value held now is what slurmctld holds (``Job.site_factor``, read with the jobs) when the
+    source can read it, else the push state's memory.  A pending array's parent update carries its
+    split tasks (:func:`plan.by_array_parent`).
+    """
+
+    name = "site_factor"
+    job_details = False
+    strict_write_ahead = False
+
+    def value(self, job, prev, c, inputs):
+        old = job.site_factor if job.site_factor is not None else prev.value if prev else None
+        return JobState(clamp(c)), old
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        planned = super().plan(inputs, state)
+        return replace(planned, actions=by_array_parent(planned.actions, inputs.jobs))
 
     def after_push(self, before, ahead, planned, actions, failed):
         jobs = dict(planned.jobs)
@@ -134,7 +157,7 @@ class _BothStayOurs:
         return PushState(planned.mode, jobs)
 
 
-class NiceMode(_BothStayOurs):
+class NiceMode(_BothStayOurs, _FromContribution):
     """Nice = clamp(base − c), base = the owner's own nice: the job's priority rises by c.
 
     A job whose nice is one this daemon wrote (the push state's ``value`` or ``alt``) keeps its
@@ -149,23 +172,13 @@ class NiceMode(_BothStayOurs):
     name = "nice"
     job_details = False
 
-    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
-        actions: list[PushAction] = []
-        new_state = PushState(self.name)
-        unknown: list[Job] = []
-        for job, prev, f in candidates(inputs.jobs, inputs.result, state, inputs.override_fixed, unknown,
-                                       ours_fixed=False):
-            mine = prev is not None and prev.ours(job.nice)
-            if not mine and inputs.adopt_since is not None and job.submit_time < inputs.adopt_since:
-                continue  # maybe the other head's daemon's value (see the docstring)
-            c = contribution(inputs.weight, f, inputs.levels)
-            base = prev.base if mine else job.nice
-            new = clamp(base - c)
-            keep = prev.alt if mine else None  # our value before an unfinished push, still ours
-            new_state.jobs[job.job_id] = JobState(new, base, keep)
-            if new != job.nice:
-                actions.append(_action(job, self.name, new, job.nice, c))
-        return Planned(actions, new_state, unknown)
+    def value(self, job, prev, c, inputs):
+        mine = prev is not None and prev.ours(job.nice)
+        if not mine and inputs.adopt_since is not None and job.submit_time < inputs.adopt_since:
+            return None  # maybe the other head's daemon's value (see the docstring)
+        base = prev.base if mine else job.nice
+        keep = prev.alt if mine else None  # our value before an unfinished push, still ours
+        return JobState(clamp(base - c), base, keep), job.nice
 
 
 class PriorityMode(_BothStayOurs):
