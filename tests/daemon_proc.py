@@ -94,6 +94,13 @@ class Daemon:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
+    def metric(self, name: str) -> float | None:
+        """The value of the unlabelled series ``name`` in /metrics; None when it is not there."""
+        for line in self.get("/metrics").decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -423,6 +423,16 @@ def sshare_rows(*extra: str) -> list[dict[str, str]]:
     return [dict(zip(header, ln.split("|"))) for ln in lines[1:] if ln]
 
 
+def site_factors(jobs: Iterable[int] | None = None) -> dict[int, int]:
+    """SiteFactor of each pending job (of ``jobs``, when given) as sprio shows it, keyed by job id;
+    a pending array's own row (``673_[1-3]``) is left out."""
+    argv = ["sprio", "-h", "-o", "%i|%S"]
+    if jobs is not None:
+        argv += ["-j", ",".join(map(str, jobs))]
+    rows = (ln.split("|") for ln in run(argv).stdout.split() if ln)
+    return {int(i): int(v) for i, v in rows if i.isdigit()}
+
+
 def last_decay_ran() -> int:
     """When slurmctld's decay thread last ran (StateSaveLocation/priority_last_decay_ran, Unix s)."""
     data = (cluster_dir() / "state" / "slurmctld" / "priority_last_decay_ran").read_bytes()

@@ -85,11 +85,6 @@ def queue(slurm, tmp_path_factory):
         sc.sacctmgr("delete", "account", f"name={a}", check=False)
 
 
-def sprio_site():
-    out = sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout
-    return {int(i): int(s) for i, s in (ln.split("|") for ln in out.split() if ln)}
-
-
 def squeue_pending():
     out = sc.run(["squeue", "-h", "-t", "PD", "-o", "%i|%Q|%y|%u"]).stdout
     return {int(i): {"priority": int(p), "nice": int(n), "user": u}
@@ -118,12 +113,12 @@ directory = "{state}/{mode}"
 
 
 def test_dry_run_changes_nothing(queue, tmp_path):
-    before = sprio_site()
+    before = sc.site_factors()
     res = fairshared("run", "--once", "--config", str(config(tmp_path, queue["state"], "site_factor",
                                                                   "level_based", dry_run=True)))
     (c,) = cycle_lines(res)
     assert c["outcome"] == "success" and c["dry_run"] is True and c["planned"] >= 5 and c["pushed"] == 0
-    assert sprio_site() == before
+    assert sc.site_factors() == before
 
 
 def test_site_factor_lands_in_sprio_and_orders_the_queue(queue, tmp_path):
@@ -131,7 +126,7 @@ def test_site_factor_lands_in_sprio_and_orders_the_queue(queue, tmp_path):
     first = cycle_lines(fairshared("run", "--once", "--config", str(cfg)))[0]
     assert first["outcome"] == "success" and first["pushed"] == first["planned"] >= 5
     f = factors("level_based")
-    site = sprio_site()
+    site = sc.site_factors()
     pend = squeue_pending()
     jobs = {jid: u for u, jid in queue["pending"].items()}
     for jid in jobs:

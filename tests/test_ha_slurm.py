@@ -92,18 +92,6 @@ def pushes(path) -> list[tuple[float, float, int, int, int | None]]:
     return [(c["started"], c["finished"], p["job_id"], p["new"], p["old"]) for c in audit(path) for p in c["pushed"]]
 
 
-def metric(d: Daemon, name: str) -> float | None:
-    for line in d.get("/metrics").decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
-def site_factors() -> dict[int, int]:
-    out = sc.run(["sprio", "-h", "-o", "%i|%S"]).stdout
-    return {int(i): int(s) for i, s in (ln.split("|") for ln in out.split() if ln)}
-
-
 @pytest.fixture(scope="module")
 def heads(slurm, tmp_path_factory):
     info = sc.ensure_cluster("fair_tree", backup=True)
@@ -158,7 +146,7 @@ def test_only_the_head_in_control_pushes_through_takeover_and_failover(heads):
     wait_until(lambda: {j for _, _, j, _, _ in pushes(heads["audit_a"])} >= set(first), 60, "fsctl1's daemon to push")
     wait_until(lambda: b.status()["cycle"] >= 2, 30, "fsctl2's daemon to run cycles")
     assert pushes(heads["audit_b"]) == []
-    assert metric(a, "fairshared_controller_active") == 1 and metric(b, "fairshared_controller_active") == 0
+    assert a.metric("fairshared_controller_active") == 1 and b.metric("fairshared_controller_active") == 0
     st = b.status()
     assert st["controller_active"] is False
     assert "fsctl1 in control" in st["controller"] or "/readyz" in st["controller"], st["controller"]
@@ -180,8 +168,8 @@ def test_only_the_head_in_control_pushes_through_takeover_and_failover(heads):
     first_b = min(started for started, _, _, _, _ in pushes(heads["audit_b"]))
     # within one period of the takeover (plus the cycle that was running and the submissions)
     assert first_b - t_over < PERIOD + 10, (first_b - t_over)
-    wait_until(lambda: metric(b, "fairshared_controller_active") == 1, 30, "fsctl2's daemon to report active")
-    wait_until(lambda: metric(a, "fairshared_controller_active") == 0, 30, "fsctl1's daemon to report standby")
+    wait_until(lambda: b.metric("fairshared_controller_active") == 1, 30, "fsctl2's daemon to report active")
+    wait_until(lambda: a.metric("fairshared_controller_active") == 0, 30, "fsctl1's daemon to report standby")
 
     # the takeover ended the primary (22.05 and 25.11 alike): fsctl1's daemon sees fsctl2 in control
     n_a = a.status()["cycle"]
@@ -237,7 +225,7 @@ def test_only_the_head_in_control_pushes_through_takeover_and_failover(heads):
         assert [w for _, w, _, _ in by_job[job]][:2] == ["fsctl1", "fsctl2"], (job, by_job[job])
         assert by_job[job][1][2] == 2 * by_job[job][0][2]
     # and what Slurm holds now is what fsctl2's daemon pushed last
-    held = site_factors()
+    held = sc.site_factors()
     for job, rows in by_job.items():
         if job in held:
             assert held[job] == rows[-1][2], (job, rows, held[job])

@@ -127,14 +127,14 @@ def test_pushes_show_up_in_sprio_and_squeue(tree):
     upd.apply(PushAction(a, "site_factor", 1234))
     upd.apply(PushAction(b, "site_factor", 555))
     upd.apply(PushAction(c, "nice", -77))
-    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
+    site = sc.site_factors()
     nice = _by_job(["squeue", "-h", "-t", "PD", "-o", "%i|%y"])
     assert site[a] == 1234 and site[b] == 555
     assert nice[c] == -77
     # back to 0: pyslurm's Job.modify drops a 0 (``if self.site_factor:``), so 0 goes through scontrol
     upd.apply(PushAction(b, "site_factor", 0))
     upd.apply(PushAction(c, "nice", 0))
-    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
+    site = sc.site_factors()
     nice = _by_job(["squeue", "-h", "-t", "PD", "-o", "%i|%y"])
     assert site[a] == 1234 and site[b] == 0 and nice[c] == 0
 
@@ -164,7 +164,7 @@ directory = "{tmp_path / 'state'}"
         d.stop()
     # what it pushed is round(W * F) with sshare's own FairShare of the job's association
     fs = {(r["Account"].strip(), r["User"]): float(r["FairShare"]) for r in sc.sshare_rows() if r["User"]}
-    site = _by_job(["sprio", "-h", "-o", "%i|%S"])
+    site = sc.site_factors()
     for job, key in zip(tree, ((ACCOUNT, USERS[0]), (ACCOUNT, USERS[1]), (ACCOUNT2, USERS[1]))):
         assert abs(site[job] - 10000 * fs[key]) <= 0.5 + 10000 * 5e-7, (job, key, site[job], fs[key])
 

@@ -50,21 +50,8 @@ def log_size() -> int:
     return os.path.getsize(sc.cluster_dir() / "log" / "slurmctld.log")
 
 
-def site_factors(jobs) -> dict[int, int]:
-    """SiteFactor of each of ``jobs`` that is still pending (sprio)."""
-    rows = sc.run(["sprio", "-h", "-o", "%i|%S", "-j", ",".join(map(str, jobs))]).stdout
-    return {int(i): int(s) for i, s in (ln.split("|") for ln in rows.split())}
-
-
 def as_operator(uid: int, *argv: str) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
-
-
-def metric(d: Daemon, name: str) -> float:
-    for line in d.get("/metrics").decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"no {name} in /metrics")
 
 
 @pytest.fixture(scope="module")
@@ -120,13 +107,13 @@ audit_log = "{work}/audit.jsonl"
         assert first["outcome"] == "success", first
         deadline = time.monotonic() + 6 * PERIOD
         while True:
-            held = site_factors(jobs)
+            held = sc.site_factors(jobs)
             if len(held) == len(jobs) and all(v > 0 for v in held.values()):
                 break
             assert time.monotonic() < deadline, (held, d.status(), d.log()[-3000:])
             time.sleep(1)
         took = time.monotonic() - t0
-        deferred = metric(d, "fairshared_push_deferred_total")
+        deferred = d.metric("fairshared_push_deferred_total")
         refused = limit_log(limited["uid"], since)
         st = d.status()
     finally:
