@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -154,3 +156,36 @@ class Daemon:
                 self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
+
+
+@contextlib.contextmanager
+def gated_service(config: dict, path: str | None = None, wait: float = 30):
+    """A demo Service in this process whose every pull waits on ``svc.gate`` (a threading.Event, up
+    to ``wait`` seconds), with a real one-thread scheduler: no HTTP server, no signals.  The tests
+    that need a cycle held mid-way (a reload, a burst of requests) set the gate when they are done."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.service import Service
+
+    svc = Service(config_from_dict(config), path, demo=True)
+    gate = threading.Event()
+    real = svc.runner.source.snapshot
+
+    def slow(*a, **kw):
+        gate.wait(wait)
+        return real(*a, **kw)
+
+    svc.runner.source.snapshot = slow
+    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
+    svc.scheduler.start()
+    svc.gate = gate
+    try:
+        yield svc
+    finally:
+        gate.set()
+        try:
+            svc.scheduler.shutdown(wait=False)
+        except Exception:
+            pass

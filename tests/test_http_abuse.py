@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from daemon_proc import Daemon, fairshared_argv, free_port, write_config
+from daemon_proc import Daemon, fairshared_argv, free_port, gated_service, write_config
 
 
 def raw(port: int, data: bytes, timeout: float = 5, family=socket.AF_INET, host="127.0.0.1") -> bytes:
@@ -194,32 +194,9 @@ def test_idle_connections_are_capped_and_closed():
 
 @pytest.fixture
 def service(tmp_path):
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from fairshared.daemon.config import config_from_dict
-    from fairshared.daemon.service import Service
-
-    cfg = config_from_dict({"state": {"directory": str(tmp_path / "state")},
-                            "http": {"max_waiting": 2, "recompute_wait": 20}})
-    svc = Service(cfg, None, demo=True)
-    gate = threading.Event()
-    real = svc.runner.source.snapshot
-
-    def slow(*a, **kw):
-        gate.wait(20)
-        return real(*a, **kw)
-
-    svc.runner.source.snapshot = slow
-    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
-    svc.scheduler.start()
-    svc.gate = gate
-    yield svc
-    gate.set()
-    try:
-        svc.scheduler.shutdown(wait=False)
-    except Exception:
-        pass
+    with gated_service({"state": {"directory": str(tmp_path / "state")},
+                        "http": {"max_waiting": 2, "recompute_wait": 20}}, wait=20) as svc:
+        yield svc
 
 
 def wait_until(cond, timeout=10):

@@ -9,12 +9,11 @@ import signal
 import socket
 import stat
 import sys
-import threading
 import time
 
 import pytest
 
-from daemon_proc import Daemon, write_config
+from daemon_proc import Daemon, gated_service, write_config
 
 
 def wait_until(cond, timeout=20.0, what="condition"):
@@ -91,37 +90,16 @@ def test_for_reload_keeps_start_up_keys_and_refuses_a_mix_that_is_not_valid():
 # -- a reload never waits for a cycle --------------------------------------------------------------
 
 @pytest.fixture
-def gated_service(tmp_path):
-    """A demo Service whose cycles wait on a gate, with a real scheduler (no HTTP, no signals)."""
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-
-    from fairshared.daemon.config import config_from_dict
-    from fairshared.daemon.service import Service
-
+def gated(tmp_path):
+    """A demo Service whose cycles wait on a gate (daemon_proc.gated_service), reading its config file."""
     path = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
-    svc = Service(config_from_dict({"state": {"directory": str(tmp_path / "state")}}), str(path), demo=True)
-    gate = threading.Event()
-    real = svc.runner.source.snapshot
-
-    def slow(*a, **kw):
-        gate.wait(30)
-        return real(*a, **kw)
-
-    svc.runner.source.snapshot = slow
-    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
-    svc.scheduler.start()
-    svc.gate, svc.path = gate, path
-    yield svc
-    gate.set()
-    try:
-        svc.scheduler.shutdown(wait=False)
-    except Exception:
-        pass
+    with gated_service({"state": {"directory": str(tmp_path / "state")}}, str(path)) as svc:
+        svc.path = path
+        yield svc
 
 
-def test_reload_during_a_cycle_returns_at_once_and_applies_from_the_next_cycle(gated_service):
-    svc = gated_service
+def test_reload_during_a_cycle_returns_at_once_and_applies_from_the_next_cycle(gated):
+    svc = gated
     svc.trigger("first")
     wait_until(svc.runner.lock.locked, what="cycle 1 to start")
     svc.path.write_text(f'[state]\ndirectory = "{svc.state_dir}"\n[push]\ndry_run = true\n')
