@@ -221,8 +221,9 @@ class Layout:
 
 
 def build_tree(lay: Layout, env: dict) -> None:
+    """The tree of :func:`tree_rows` through sacctmgr: one call per parent's accounts, one per batch."""
     t0 = time.monotonic()
-    rnd = random.Random(1)
+    accounts, users = tree_rows(lay)
     run(["sacctmgr", "-i", "add", "account", ",".join(lay.top), "parent=root", "fairshare=100"], env)
     by_parent: dict[str, list[str]] = {}
     for child, parent in list(lay.mid.items()) + list(lay.leaf.items()):
@@ -231,18 +232,105 @@ def build_tree(lay: Layout, env: dict) -> None:
         kids = by_parent.get(parent, [])
         if kids:  # shares differ per batch so the tree is not uniform
             run(["sacctmgr", "-i", "add", "account", ",".join(kids), f"parent={parent}",
-                 f"fairshare={rnd.choice((1, 2, 5, 10, 20, 50))}"], env)
+                 f"fairshare={accounts[kids[0]][1]}"], env)
     log(f"{lay.accounts} accounts in {time.monotonic() - t0:.1f} s")
     t1 = time.monotonic()
     done = 0
-    for i, (users, accts) in enumerate(lay.batches):
-        run(["sacctmgr", "-i", "add", "user", ",".join(users), f"account={','.join(accts)}",
-             f"fairshare={rnd.choice((1, 1, 1, 2, 3, 10))}"], env)
-        done += len(users) * len(accts)
+    for i, (batch, accts) in enumerate(lay.batches):
+        run(["sacctmgr", "-i", "add", "user", ",".join(batch), f"account={','.join(accts)}",
+             f"fairshare={users[done][2]}"], env)
+        done += len(batch) * len(accts)
         if (i + 1) % 10 == 0:
             log(f"  {done} of {len(lay.pairs)} user associations ({time.monotonic() - t1:.0f} s)")
     log(f"{len(lay.pairs)} user associations in {len(lay.batches)} sacctmgr calls, "
         f"{time.monotonic() - t1:.1f} s")
+
+
+def tree_rows(lay: Layout) -> tuple[dict[str, tuple[str, int]], list[tuple[str, str, int]]]:
+    """The tree :func:`build_tree` creates, as data: {account: (parent, shares)} in creation order and
+    [(user, account, shares)] in creation order (the same random shares, drawn in the same order)."""
+    rnd = random.Random(1)
+    accounts = {a: ("root", 100) for a in lay.top}
+    by_parent: dict[str, list[str]] = {}
+    for child, parent in list(lay.mid.items()) + list(lay.leaf.items()):
+        by_parent.setdefault(parent, []).append(child)
+    for parent in list(lay.top) + list(lay.mid):
+        kids = by_parent.get(parent, [])
+        if kids:
+            shares = rnd.choice((1, 2, 5, 10, 20, 50))
+            accounts.update((k, (parent, shares)) for k in kids)
+    users = []
+    for us, accts in lay.batches:
+        shares = rnd.choice((1, 1, 1, 2, 3, 10))
+        users += [(u, a, shares) for u in us for a in accts]
+    return accounts, users
+
+
+def bulk_tree(lay: Layout, env: dict) -> None:
+    """The tree of :func:`build_tree` written straight into slurmdbd's tables, then slurmctld
+    restarted to load it: for 22.05, whose slurmdbd adds about 13 associations a second through
+    sacctmgr (100,000 would take two hours).  The rows are what sacctmgr writes (a nested set,
+    lft/rgt; each user's first association its default); what slurmctld and sshare see is the
+    same tree, in the order of the nested set."""
+    t0 = time.monotonic()
+    accounts, users = tree_rows(lay)
+    kids: dict[str, list] = {"root": []}
+    for a, (parent, _) in accounts.items():
+        kids.setdefault(parent, []).append(("acct", a))
+        kids.setdefault(a, [])
+    for u, a, shares in users:
+        kids[a].append(("user", u, shares))
+    kids["root"].append(("user", "root", 1))
+    now = int(time.time())
+    rows: list[tuple] = []  # (user, acct, parent_acct, lft, rgt, shares, is_def, qos)
+    seen_user: set[str] = {"root"}
+    counter = 0
+
+    def walk(acct: str, parent: str, shares: int) -> None:  # iterative depth is 4: recursion is fine
+        nonlocal counter
+        counter += 1
+        lft = counter
+        index = len(rows)
+        rows.append(None)
+        for kid in kids[acct]:
+            if kid[0] == "acct":
+                walk(kid[1], acct, accounts[kid[1]][1])
+            else:
+                counter += 2
+                is_def = int(kid[1] not in seen_user or kid[1] == "root")
+                seen_user.add(kid[1])
+                rows.append((kid[1], acct, "", counter - 1, counter, kid[2], is_def, ""))
+        counter += 1
+        rows[index] = ("", acct, parent, lft, counter, shares, 0, ",1," if acct == "root" else "")
+
+    walk("root", "", 1)
+    table = f"{env['FAIRSHARED_CLUSTER_NAME']}_assoc_table"
+    q = "'{}'".format
+    sql = ["SET autocommit=0;", f"DELETE FROM {table};"]
+    for i in range(0, len(rows), 5000):
+        sql.append(f"INSERT INTO {table} (creation_time, mod_time, deleted, is_def, user, acct, `partition`, "
+                   "parent_acct, lft, rgt, shares, qos) VALUES " + ",".join(
+                       f"({now},{now},0,{d},{q(u)},{q(a)},'',{q(p)},{lf},{rg},{sh},{q(qos)})"
+                       for u, a, p, lf, rg, sh, d, qos in rows[i:i + 5000]) + ";")
+    names = sorted({u for u, _, _ in users})
+    for i in range(0, len(names), 5000):
+        sql.append("INSERT IGNORE INTO user_table (creation_time, mod_time, deleted, name, admin_level) "
+                   "VALUES " + ",".join(f"({now},{now},0,{q(n)},1)" for n in names[i:i + 5000]) + ";")
+    accts = list(accounts)
+    for i in range(0, len(accts), 5000):
+        sql.append("INSERT IGNORE INTO acct_table (creation_time, mod_time, deleted, name, description, "
+                   "organization) VALUES " + ",".join(f"({now},{now},0,{q(a)},{q(a)},{q(a)})"
+                                                       for a in accts[i:i + 5000]) + ";")
+    sql.append("COMMIT;")
+    cnf = Path(env["FAIRSHARED_CLUSTER_DIR"]) / "etc" / "my.cnf"
+    db = subprocess.run(["mariadb", f"--defaults-file={cnf}", "-u", "root", "fairshared_slurm_acct_db"],
+                        input="\n".join(sql), capture_output=True, text=True, env=env, timeout=900)
+    if db.returncode != 0:
+        raise RuntimeError(f"loading the tree into MariaDB failed: {db.stderr.strip()[-2000:]}")
+    log(f"{len(rows)} associations written into {table} in {time.monotonic() - t0:.1f} s")
+    t1 = time.monotonic()
+    run([SCRIPTS / "restart-ctld", "--dir", env["FAIRSHARED_CLUSTER_DIR"], "--quiet"], env, timeout=900)
+    log(f"slurmctld restarted and loaded them in {time.monotonic() - t1:.1f} s")
 
 
 def make_unix_users(lay: Layout, env: dict) -> None:
@@ -472,6 +560,10 @@ def main() -> int:
                     help="accounts per `sacctmgr add user` call (default: 10 up to 20,000 associations, "
                          "100 above: each call costs time in proportion to the associations already "
                          "there, so fewer, larger calls build 100,000 in ~8 min instead of ~45)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="write the associations straight into slurmdbd's MariaDB tables and restart "
+                         "slurmctld, instead of sacctmgr (22.05's slurmdbd adds ~13 a second: 100,000 "
+                         "would take two hours)")
     ap.add_argument("--submit-workers", type=int, default=3, help="concurrent sbatch calls (default 3)")
     ap.add_argument("--arrays", type=int, default=0,
                     help="of the --jobs submissions, this many are job arrays of 100 tasks (default 0)")
@@ -505,7 +597,7 @@ def main() -> int:
         if not args.reuse:
             t0 = time.monotonic()
             make_unix_users(lay, env)  # before the associations, so slurmctld resolves their uids
-            build_tree(lay, env)
+            (bulk_tree if args.bulk else build_tree)(lay, env)
             setup["associations"] = time.monotonic() - t0
             for p in PARTITIONS:  # jobs stay PENDING (reason PartitionDown) with a normal priority
                 run(["scontrol", "update", f"partitionname={p}", "state=down"], env)
