@@ -266,13 +266,25 @@ def tree_rows(lay: Layout) -> tuple[dict[str, tuple[str, int]], list[tuple[str, 
     return accounts, users
 
 
+def mariadb(env: dict, sql: str) -> str:
+    """Run ``sql`` in the instance's slurmdbd database as MariaDB's root (tab-separated output)."""
+    cnf = Path(env["FAIRSHARED_CLUSTER_DIR"]) / "etc" / "my.cnf"
+    db = subprocess.run(["mariadb", f"--defaults-file={cnf}", "-u", "root", "-N", "fairshared_slurm_acct_db"],
+                        input=sql, capture_output=True, text=True, env=env, timeout=900)
+    if db.returncode != 0:
+        raise RuntimeError(f"MariaDB: {db.stderr.strip()[-2000:]}")
+    return db.stdout
+
+
 def bulk_tree(lay: Layout, env: dict) -> None:
-    """The tree of :func:`build_tree` written straight into slurmdbd's tables, then slurmctld
+    """The tree of :func:`tree_rows` written straight into slurmdbd's tables, then slurmctld
     restarted to load it: for 22.05, whose slurmdbd adds about 13 associations a second through
-    sacctmgr (100,000 would take two hours).  The rows are what sacctmgr writes (a nested set,
-    lft/rgt; each user's first association its default); what slurmctld and sshare see is the
-    same tree, in the order of the nested set."""
+    sacctmgr (100,000 would take two hours).  The rows are what sacctmgr writes, each user's first
+    association its default: before 23.11 a nested set (``lft``/``rgt``), from 23.11 ``lineage``
+    (``/a/b/``, ``/a/b/0-user/``) and ``id_parent`` (as_mysql_assoc.c ``_set_lineage``)."""
     t0 = time.monotonic()
+    table = f"{env['FAIRSHARED_CLUSTER_NAME']}_assoc_table"
+    lineage = bool(mariadb(env, f"SHOW COLUMNS FROM {table} LIKE 'lineage';").strip())
     accounts, users = tree_rows(lay)
     kids: dict[str, list] = {"root": []}
     for a, (parent, _) in accounts.items():
@@ -281,37 +293,42 @@ def bulk_tree(lay: Layout, env: dict) -> None:
     for u, a, shares in users:
         kids[a].append(("user", u, shares))
     kids["root"].append(("user", "root", 1))
-    now = int(time.time())
-    rows: list[tuple] = []  # (user, acct, parent_acct, lft, rgt, shares, is_def, qos)
-    seen_user: set[str] = {"root"}
+    # one dict per row: id_assoc, user, acct, parent_acct, id_parent, lineage, lft, rgt, shares, is_def, qos
+    rows: list[dict] = []
+    seen_user: set[str] = set()
     counter = 0
 
-    def walk(acct: str, parent: str, shares: int) -> None:  # iterative depth is 4: recursion is fine
+    def walk(acct: str, parent: str, shares: int, parent_id: int, path: str) -> None:  # depth 4
         nonlocal counter
         counter += 1
-        lft = counter
-        index = len(rows)
-        rows.append(None)
+        row = {"id_assoc": len(rows) + 1, "user": "", "acct": acct, "parent_acct": parent,
+               "id_parent": parent_id, "lineage": path, "lft": counter, "shares": shares, "is_def": 0,
+               "qos": ",1," if acct == "root" else ""}
+        rows.append(row)
         for kid in kids[acct]:
             if kid[0] == "acct":
-                walk(kid[1], acct, accounts[kid[1]][1])
+                walk(kid[1], acct, accounts[kid[1]][1], row["id_assoc"], f"{path}{kid[1]}/")
             else:
                 counter += 2
-                is_def = int(kid[1] not in seen_user or kid[1] == "root")
+                rows.append({"id_assoc": len(rows) + 1, "user": kid[1], "acct": acct, "parent_acct": "",
+                             "id_parent": row["id_assoc"], "lineage": f"{path}0-{kid[1]}/",
+                             "lft": counter - 1, "rgt": counter, "shares": kid[2],
+                             "is_def": int(kid[1] not in seen_user), "qos": ""})
                 seen_user.add(kid[1])
-                rows.append((kid[1], acct, "", counter - 1, counter, kid[2], is_def, ""))
         counter += 1
-        rows[index] = ("", acct, parent, lft, counter, shares, 0, ",1," if acct == "root" else "")
+        row["rgt"] = counter
 
-    walk("root", "", 1)
-    table = f"{env['FAIRSHARED_CLUSTER_NAME']}_assoc_table"
+    walk("root", "", 1, 0, "/")
+    cols = ["id_assoc", "user", "acct", "parent_acct", "shares", "is_def", "qos"]
+    cols += ["id_parent", "lineage"] if lineage else ["lft", "rgt"]
+    now = int(time.time())
     q = "'{}'".format
     sql = ["SET autocommit=0;", f"DELETE FROM {table};"]
     for i in range(0, len(rows), 5000):
-        sql.append(f"INSERT INTO {table} (creation_time, mod_time, deleted, is_def, user, acct, `partition`, "
-                   "parent_acct, lft, rgt, shares, qos) VALUES " + ",".join(
-                       f"({now},{now},0,{d},{q(u)},{q(a)},'',{q(p)},{lf},{rg},{sh},{q(qos)})"
-                       for u, a, p, lf, rg, sh, d, qos in rows[i:i + 5000]) + ";")
+        values = ",".join(f"({now},{now},0," + ",".join(q(r[c]) if isinstance(r[c], str) else str(r[c])
+                                                         for c in cols) + ")" for r in rows[i:i + 5000])
+        sql.append(f"INSERT INTO {table} (creation_time, mod_time, deleted, {', '.join(cols)}) "
+                   f"VALUES {values};")
     names = sorted({u for u, _, _ in users})
     for i in range(0, len(names), 5000):
         sql.append("INSERT IGNORE INTO user_table (creation_time, mod_time, deleted, name, admin_level) "
@@ -322,12 +339,9 @@ def bulk_tree(lay: Layout, env: dict) -> None:
                    "organization) VALUES " + ",".join(f"({now},{now},0,{q(a)},{q(a)},{q(a)})"
                                                        for a in accts[i:i + 5000]) + ";")
     sql.append("COMMIT;")
-    cnf = Path(env["FAIRSHARED_CLUSTER_DIR"]) / "etc" / "my.cnf"
-    db = subprocess.run(["mariadb", f"--defaults-file={cnf}", "-u", "root", "fairshared_slurm_acct_db"],
-                        input="\n".join(sql), capture_output=True, text=True, env=env, timeout=900)
-    if db.returncode != 0:
-        raise RuntimeError(f"loading the tree into MariaDB failed: {db.stderr.strip()[-2000:]}")
-    log(f"{len(rows)} associations written into {table} in {time.monotonic() - t0:.1f} s")
+    mariadb(env, "\n".join(sql))
+    log(f"{len(rows)} associations written into {table} ({'lineage' if lineage else 'lft/rgt'}) "
+        f"in {time.monotonic() - t0:.1f} s")
     t1 = time.monotonic()
     run([SCRIPTS / "restart-ctld", "--dir", env["FAIRSHARED_CLUSTER_DIR"], "--quiet"], env, timeout=900)
     log(f"slurmctld restarted and loaded them in {time.monotonic() - t1:.1f} s")
