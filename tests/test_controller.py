@@ -18,6 +18,7 @@ import pytest
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Controllers, InputError, Job, Snapshot
+from fairshared.sinks.base import AppliesEach
 from fairshared.plan import JobState, PushState, plan
 from fairshared.sources.controller import ControllerCheck
 from fairshared.slurm.config import controllers, parse_config
@@ -163,7 +164,7 @@ def test_nice_adopts_only_jobs_it_can_tell_apart_after_becoming_active():
     assert [a.job_id for a in actions] == [1]
 
 
-class TwoHeads:
+class TwoHeads(AppliesEach):
     """A static queue beside slurmctld h1, whose heartbeat moves to h2 after ``switch_after`` updates."""
 
     name = "static"

@@ -23,10 +23,10 @@ owner's own would apply the contribution twice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from .engine.result import Result
-from .model import Job
+from .model import ClusterInfo, Job
 from .plan import PushState, by_array_parent, plan, plan_priority
 from .records import PushAction
 from .settings import ClusterSettings
@@ -38,8 +38,9 @@ __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
 class PlanInputs:
     """What a cycle hands a mode to plan from.
 
-    ``jobs`` are the snapshot's pending jobs; ``details`` the per-job factors
-    (``sources.jobinfo_cli.PriorityInputs``), read only for modes with ``job_details``.
+    ``jobs`` are the snapshot's pending jobs; ``cluster`` the snapshot's ``cluster_info`` (the
+    partitions, QOS and node/CPU counts each job's factors need), read only for modes with
+    ``job_details`` (whose snapshot's jobs then carry their factors' inputs), else None.
     """
 
     jobs: list[Job]
@@ -48,7 +49,7 @@ class PlanInputs:
     override_fixed: bool
     now: int
     settings: ClusterSettings = field(default_factory=ClusterSettings)
-    details: Any = None
+    cluster: ClusterInfo | None = None
     adopt_since: int | None = None  # nice mode with two head nodes: see plan.plan
     levels: int = 0  # push.levels: F rounded to L + 1 levels (plan.contribution); site_factor and nice
 
@@ -128,10 +129,11 @@ class PriorityMode(_BothStayOurs):
         from .priority import PriorityParams
 
         params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
-        d = inputs.details
+        if inputs.cluster is None:
+            raise ValueError("push mode 'priority' plans from a snapshot read with details (no cluster info)")
         rows: list = []
-        actions, new, unknown = plan_priority(d.jobs, inputs.result, cluster=d.cluster, params=params,
-                                              now=inputs.now, state=state,
+        actions, new, unknown = plan_priority(inputs.jobs, inputs.result, cluster=inputs.cluster,
+                                              params=params, now=inputs.now, state=state,
                                               override_fixed=inputs.override_fixed, priorities=rows)
         return Planned(actions, new, unknown, rows)
 

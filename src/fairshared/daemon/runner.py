@@ -28,8 +28,10 @@ from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..records import JobGone, PushError, Role, SourceError
+from ..records import JobGone, Role, SourceError
 from ..settings import ClusterSettings
+from ..sinks.base import JobUpdater
+from ..sources.base import Source
 from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
@@ -94,7 +96,8 @@ def period_for(config: Config, settings: ClusterSettings | None) -> float:
 class Runner:
     """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle."""
 
-    def __init__(self, config: Config, source, updater, metrics=None, state_dir: str | Path | None = None):
+    def __init__(self, config: Config, source: Source, updater: JobUpdater, metrics=None,
+                 state_dir: str | Path | None = None):
         self.config = config
         self.source = source
         self.updater = updater
@@ -213,11 +216,11 @@ class Runner:
         cfg = self.config
         mode = mode_for(cfg.push.mode)
         res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
-                          source=getattr(self.source, "name", "?"), push_mode=cfg.push.mode,
+                          source=self.source.name, push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
         t0 = time.monotonic()
         try:
-            snap, details, tree = self._pull(mode)
+            snap, tree = self._pull(mode)
         except InputError as exc:
             return self._fail(res, "pull_failed", f"inconsistent data: {exc}", t0, "pull")
         except Exception as exc:  # SourceError, OSError, timeouts: all mean "no complete snapshot"
@@ -231,7 +234,7 @@ class Runner:
 
         t0 = time.monotonic()
         try:
-            planned = self._compute(res, mode, snap, details, tree)
+            planned = self._compute(res, mode, snap, tree)
         except Exception as exc:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
@@ -263,32 +266,28 @@ class Runner:
         self.role = role
         return role
 
-    def _pull(self, mode: PushMode):
-        """A complete, consistent snapshot, the per-job details the mode needs, and the tree; raises otherwise."""
-        details = None
-        if mode.job_details:
-            details = self._priority_inputs()
-            snap = replace(details.snapshot, jobs=list(details.jobs))
-            for warning in details.warnings:  # e.g. which NO_NORMAL_* flags were assumed
-                self.log.warning("priority inputs", detail=warning)
-        else:
-            snap = self.source.snapshot()
+    def _pull(self, mode: PushMode) -> tuple[Snapshot, object]:
+        """A complete, consistent snapshot (read with the job details when the mode plans from them)
+        and its tree; raises otherwise."""
+        snap = self.source.snapshot(details=True) if mode.job_details else self.source.snapshot()
         check_snapshot_shape(snap)
+        for warning in snap.warnings:  # e.g. which NO_NORMAL_* flags were assumed
+            self.log.warning("priority inputs", detail=warning)
         if self.config.usage.origin == "accounting":
             snap = self._accounting_usage(snap)
         tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
         if snap.skipped_rows:  # those jobs are left out; the others go on (model.Snapshot.skipped_rows)
             self.log.warning("job rows skipped", count=len(snap.skipped_rows), first=snap.skipped_rows[0])
-        return snap, details, tree
+        return snap, tree
 
-    def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, details, tree) -> Planned:
+    def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, tree) -> Planned:
         cfg = self.config
         res.algorithm, params = algorithm_for(cfg, snap)
         res.result = compute(tree, res.algorithm, params)
         planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
-                                       settings=snap.settings, details=details, adopt_since=self.active_since,
-                                       levels=cfg.push.levels),
+                                       settings=snap.settings, cluster=snap.cluster_info,
+                                       adopt_since=self.active_since, levels=cfg.push.levels),
                             self.state)
         if planned.unknown:
             u = planned.unknown[0]
@@ -355,7 +354,7 @@ class Runner:
                 failed.update(a.job_id for a in res.actions[start:])
                 break
             batch = res.actions[start:start + size]
-            for action, err in zip(batch, self._apply(batch)):
+            for action, err in zip(batch, self.updater.apply_many(batch)):
                 if err is None:
                     res.pushed += 1
                     res.applied.append(action)
@@ -455,27 +454,6 @@ class Runner:
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
             self.log.error("cannot write the audit log", file=str(path), error=str(exc))
-
-    def _apply(self, actions) -> list:
-        """One result per action (None, JobGone or PushError); batched when the updater can."""
-        many = getattr(self.updater, "apply_many", None)
-        if many is not None:
-            return many(actions)
-        out = []
-        for a in actions:
-            try:
-                self.updater.apply(a)
-                out.append(None)
-            except (JobGone, PushError) as exc:
-                out.append(exc)
-        return out
-
-    def _priority_inputs(self):
-        read = getattr(self.source, "priority_inputs", None)
-        if read is None:
-            raise SourceError(f"push.mode 'priority' needs the job details only the command-line source reads "
-                              f"(source is {getattr(self.source, 'name', '?')})")
-        return read()
 
     def _accounting_usage(self, snap: Snapshot) -> Snapshot:
         """usage.origin = accounting: replace slurmctld's usage by the one from sacct (incremental)."""

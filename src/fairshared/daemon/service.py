@@ -35,6 +35,8 @@ from .. import __version__
 from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
+from ..sinks.base import JobUpdater
+from ..sources.base import Source
 from . import sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
                      with_overrides)
@@ -48,7 +50,9 @@ HTTP_GRACE = 5.0  # then requests in progress get this long
 # so SIGTERM → exit takes at most STOP_GRACE + 2 × HTTP_GRACE (the README says 30 s)
 
 
-def make_source_and_updater(config: Config, demo: bool):
+def make_source_and_updater(config: Config, demo: bool) -> tuple[Source, JobUpdater]:
+    """The cluster's source and job updater for ``source.kind`` (``demo``: the simulated cluster for
+    both)."""
     kind = "demo" if demo else config.source.kind
     if kind == "demo":
         from ..sinks.push_demo import DemoUpdater
@@ -76,6 +80,13 @@ def make_source_and_updater(config: Config, demo: bool):
 
     return (SlurmCli(timeout=config.source.timeout, bin_dir=config.source.bin_dir),
             CliUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
+
+
+def check_source(config: Config, source: Source) -> None:
+    """Refuse, naming the source, a configuration the source cannot serve (at start-up and at a reload)."""
+    if config.push.mode == "priority" and not source.reads_details:
+        raise SourceError(f"push.mode 'priority' needs the command-line source (source: {source.name}): it "
+                          f"reads each job's factors with squeue and sprio")
 
 
 def state_dir(config: Config, demo: bool = False) -> Path:
@@ -116,9 +127,7 @@ class Service:
             statefiles.check_not_symlink(Path(config.state.audit_log), "state.audit_log")
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
         source, updater = make_source_and_updater(config, demo)
-        if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
-            raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
-                              f"{getattr(source, 'name', '?')}): it reads each job's factors with squeue and sprio")
+        check_source(config, source)
         if config.usage.origin == "accounting":
             accounting_cli(source)  # refused at start-up, with the same rule the cycle uses
         if metrics is None:
@@ -151,7 +160,7 @@ class Service:
         runner = getattr(self, "runner", None)
         last = runner.last if runner is not None else None
         algorithm = (last.algorithm if last is not None and last.algorithm else None) or c.algorithm.name or ""
-        source = getattr(runner.source, "name", "") if runner is not None else ""
+        source = runner.source.name if runner is not None else ""
         self.metrics.set_info(algorithm=algorithm, source=source, push_mode=c.push.mode, dry_run=c.push.dry_run)
 
     # -- scheduling ---------------------------------------------------------------------------------
@@ -285,7 +294,8 @@ class Service:
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
             if new.state.audit_log:
                 statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
-        except InputError as exc:
+            check_source(new, self.runner.source)  # a push mode the source cannot serve
+        except (InputError, SourceError) as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
             sdnotify.ready(status="reload rejected: " + str(exc))
             return
@@ -352,7 +362,7 @@ class Service:
                                misfire_grace_time=max(1, int(-(-self.period // 1))))  # APScheduler: an int >= 1
         self.scheduler.start()
         self.log.info("started", version=__version__, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-                      source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,
+                      source=self.runner.source.name, push_mode=self.config.push.mode,
                       dry_run=self.config.push.dry_run, pid=os.getpid(), state_directory=str(self.state_dir))
         sdnotify.ready(status="running")
         wd = sdnotify.watchdog_interval()
