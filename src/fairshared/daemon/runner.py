@@ -28,7 +28,7 @@ from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..records import JobGone, Role, SourceError
+from ..records import JobGone, Role
 from ..settings import ClusterSettings
 from ..sinks.base import JobUpdater
 from ..sources.base import Source
@@ -53,15 +53,6 @@ def check_snapshot_shape(snap) -> None:
     for j in snap.jobs:
         if not isinstance(j, Job) or type(j.job_id) is not int or j.job_id <= 0:
             raise InputError(f"a pending job without a positive integer job id: {j!r:.80}")
-
-
-def accounting_cli(source):
-    """The command-line reader usage.origin = accounting needs (settings; sacct unless pyslurm reads jobs)."""
-    cli = source if hasattr(source, "run") else getattr(source, "cli", None)
-    if cli is None:
-        raise SourceError(f"usage.origin 'accounting' needs Slurm's command-line tools "
-                          f"(source: {getattr(source, 'name', '?')})")
-    return cli
 
 
 def algorithm_for(config: Config, snap: Snapshot) -> tuple[str, Params]:
@@ -94,7 +85,11 @@ def period_for(config: Config, settings: ClusterSettings | None) -> float:
 
 
 class Runner:
-    """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle."""
+    """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle.
+
+    ``source`` is whatever the service built for the configuration (with ``usage.origin =
+    accounting`` a :class:`~fairshared.sources.accounting.AccountingUsage` around the cluster's
+    source): the runner only asks it for a snapshot."""
 
     def __init__(self, config: Config, source: Source, updater: JobUpdater, metrics=None,
                  state_dir: str | Path | None = None):
@@ -112,11 +107,12 @@ class Runner:
         self.state_dir = Path(state_dir) if state_dir else None
         self.state = self._load_state()
         self.done = threading.Condition()
-        self._sacct = None  # usage.origin = accounting: the incremental sacct reader, kept across cycles
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
         self._logged_settings: tuple | None = None
         self._twice = False
-        self._next_config: Config | None = None  # handed over by a reload, taken at the next cycle's start
+        # handed over by a reload, taken at the next cycle's start: the configuration and the source for it
+        self._next_config: Config | None = None
+        self._next_source: Source | None = None
         # which slurmctld is in control, as last checked (sources/controller.py), and since when this
         # daemon may push (Unix time; None while standby, or with one controller: see plan.plan)
         self.role: Role | None = None
@@ -170,17 +166,22 @@ class Runner:
 
     # -- the cycle --------------------------------------------------------------------------------
 
-    def reconfigure(self, config: Config) -> None:
-        """Take ``config`` from the next cycle on.  Never waits for a cycle in progress (it keeps the
-        configuration it started with to its end): a reload must not block the caller -- the main
-        thread, which pings the watchdog and answers SIGTERM."""
+    def reconfigure(self, config: Config, source: Source | None = None) -> None:
+        """Take ``config`` (and ``source``, when the service built another one for it: a changed
+        ``usage.origin`` or ``usage.model``) from the next cycle on.  Never waits for a cycle in
+        progress (it keeps the configuration and source it started with to its end): a reload must not
+        block the caller -- the main thread, which pings the watchdog and answers SIGTERM."""
+        self._next_source = source  # first: a cycle starting in between takes both or neither
         self._next_config = config
 
     def _take_config(self) -> None:
-        """At a cycle's start, under the lock: the configuration a reload handed over, if any."""
+        """At a cycle's start, under the lock: the configuration (and source) a reload handed over, if any."""
         config, self._next_config = self._next_config, None
         if config is None:
             return
+        source, self._next_source = self._next_source, None
+        if source is not None:
+            self.source = source
         if config.push.mode != self.config.push.mode:
             self.state = PushState(config.push.mode)
         self.config = config
@@ -273,8 +274,6 @@ class Runner:
         check_snapshot_shape(snap)
         for warning in snap.warnings:  # e.g. which NO_NORMAL_* flags were assumed
             self.log.warning("priority inputs", detail=warning)
-        if self.config.usage.origin == "accounting":
-            snap = self._accounting_usage(snap)
         tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
         if snap.skipped_rows:  # those jobs are left out; the others go on (model.Snapshot.skipped_rows)
             self.log.warning("job rows skipped", count=len(snap.skipped_rows), first=snap.skipped_rows[0])
@@ -454,26 +453,6 @@ class Runner:
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
             self.log.error("cannot write the audit log", file=str(path), error=str(exc))
-
-    def _accounting_usage(self, snap: Snapshot) -> Snapshot:
-        """usage.origin = accounting: replace slurmctld's usage by the one from sacct (incremental)."""
-        cli = accounting_cli(self.source)
-        from ..sources.sacct import load_accounting, new_sacct_reader
-        from ..usage import compute_usage
-
-        at = time.time()
-        if self._sacct is None:  # sacct, or pyslurm.db.Jobs with the pyslurm source
-            make = getattr(self.source, "job_records_reader", None)
-            self._sacct = make() if make is not None else new_sacct_reader(cli)
-        _, policy, records, bad = load_accounting(cli, snap.settings, at, sacct=self._sacct)
-        model = self.config.usage.model
-        result = compute_usage(records, snap.associations, policy, at, [model])
-        bad = list(bad) + list(result.bad)
-        if bad:
-            self.log.warning("job records skipped", count=len(bad),
-                             example=f"job {bad[0].job_id}: {bad[0].reason}")
-        return replace(snap, associations=result.associations(snap.associations, model),
-                       source=f"{snap.source}; usage from sacct ({model} model)")
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..model import Snapshot
 
 
 class Source(Protocol):
-    """Where a cycle's snapshot comes from: everything a caller (the daemon's runner and service)
-    uses of a source.
+    """Where a cycle's snapshot comes from: everything a caller (the daemon's runner, the service,
+    :class:`~.accounting.AccountingUsage`) uses of a source.
 
     ``snapshot()`` returns one *complete and consistent* picture — association tree with usage and
     sibling order, the cluster's priority settings (``Snapshot.settings``) and, with ``jobs``, the
@@ -29,3 +29,22 @@ class Source(Protocol):
 
     def snapshot(self, *, jobs: bool = True, details: bool = False) -> Snapshot: ...
 
+
+@runtime_checkable
+class UsesCommandLine(Protocol):
+    """A source with Slurm's command-line tools at hand (``cli``: a
+    :class:`~.slurm_cli.SlurmCli`, which is its own ``cli``): what the accounting usage needs for the
+    usage settings and, unless the source reads job records itself, sacct."""
+
+    @property
+    def cli(self): ...
+
+
+@runtime_checkable
+class ReadsJobRecords(Protocol):
+    """A source that reads slurmdbd's job records itself (pyslurm: ``pyslurm.db.Jobs``) instead of sacct."""
+
+    def job_records_reader(self):
+        """A new incremental reader of job records (``fetch(now=..., not_before=...)``, like
+        :class:`~.sacct.SacctJobs`), kept across cycles by its user."""
+        ...

@@ -113,6 +113,11 @@ class SlurmCli(SlurmCommands):
         """Pending jobs with their SiteFactor and operator-set priorities (jobinfo_cli.read_jobs)."""
         return read_jobs(self, skipped=skipped)
 
+    @property
+    def cli(self) -> SlurmCli:
+        """The command-line tools (:class:`~.base.UsesCommandLine`): this source is them."""
+        return self
+
     # -- the whole picture ----------------------------------------------------------------------
 
     reads_details = True
