@@ -171,11 +171,10 @@ class Service:
     def _set_info(self):
         """fairshared_info: what actually runs (the source's name, the algorithm of the last cycle)."""
         c = self.config
-        runner = getattr(self, "runner", None)
-        last = runner.last if runner is not None else None
+        last = self.runner.last  # (called once the runner exists: __init__ sets it first)
         algorithm = (last.algorithm if last is not None and last.algorithm else None) or c.algorithm.name or ""
-        source = runner.source.name if runner is not None else ""
-        self.metrics.set_info(algorithm=algorithm, source=source, push_mode=c.push.mode, dry_run=c.push.dry_run)
+        self.metrics.set_info(algorithm=algorithm, source=self.runner.source.name, push_mode=c.push.mode,
+                              dry_run=c.push.dry_run)
 
     # -- scheduling ---------------------------------------------------------------------------------
 
