@@ -20,6 +20,7 @@ from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Controllers, InputError, Job, Snapshot
 from fairshared.plan import JobState, PushState
 from fairshared.push_modes import PlanInputs, mode_for
+from fairshared.sinks.base import AppliesEach
 from fairshared.sources.controller import ControllerCheck
 from fairshared.slurm.config import controllers, parse_config
 from fairshared.slurm.state_files import parse_heartbeat
@@ -167,7 +168,7 @@ def test_nice_adopts_only_jobs_it_can_tell_apart_after_becoming_active():
     assert [a.job_id for a in actions] == [1]
 
 
-class TwoHeads:
+class TwoHeads(AppliesEach):
     """A static queue beside slurmctld h1, whose heartbeat moves to h2 after ``switch_after`` updates."""
 
     name = "static"

@@ -58,9 +58,9 @@ def test_the_daemons_source_is_the_commands_demo_at_the_same_moment(capsys, tmp_
     assert weight_for(config, res.snapshot) == demo.CONFIG["weight_fairshare"] == 10000
     assert res.fairshare_counted_twice is False
     snap = source.snapshot()
-    assert snap.settings == demo.demo_inputs(demo_now).snapshot.settings
+    assert snap.settings == demo.demo_inputs(demo_now).settings
     assert [a.usage for a in snap.associations] == [
-        a.usage for a in demo.demo_inputs(demo_now).snapshot.associations]
+        a.usage for a in demo.demo_inputs(demo_now).associations]
 
 
 def test_the_demo_moves_by_calc_period_and_only_by_it():
@@ -68,9 +68,9 @@ def test_the_demo_moves_by_calc_period_and_only_by_it():
     start = demo.period_start(n)
     same = [demo.demo_inputs(start + s) for s in (0, 7, demo.PERIOD - 0.001)]
     assert all([j.job_id for j in pi.jobs] == [j.job_id for j in same[0].jobs] for pi in same)
-    assert all(pi.snapshot.associations == same[0].snapshot.associations for pi in same)
+    assert all(pi.associations == same[0].associations for pi in same)
     later = [demo.demo_inputs(start + k * demo.PERIOD) for k in range(1, 40)]
-    assert any(pi.snapshot.associations != same[0].snapshot.associations for pi in later)  # usage evolves
+    assert any(pi.associations != same[0].associations for pi in later)  # usage evolves
     ids = [{j.job_id for j in pi.jobs} for pi in later]
     assert any(b - a for a, b in pairwise(ids))  # the queue fills
     assert any(a - b for a, b in pairwise(ids))  # and drains

@@ -171,7 +171,7 @@ def test_snapshot_round_trip(tmp_path, snap):
         pi = priority_snapshot.inputs_from_dict(json.load(fh), snap)
     again = priority_snapshot.inputs_from_dict(
         json.loads(json.dumps(priority_snapshot.inputs_to_dict(pi, NOW))), "x")
-    assert again.jobs == pi.jobs and again.cluster == pi.cluster and again.slurm_fairshare == pi.slurm_fairshare
+    assert again.jobs == pi.jobs and again.cluster_info == pi.cluster_info and again.reported_fairshare == pi.reported_fairshare
 
 
 def test_bad_priority_inputs_are_reported(capsys, tmp_path):

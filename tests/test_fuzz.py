@@ -47,6 +47,7 @@ from fairshared.daemon.runner import Runner
 from fairshared.inputs.snapshot import load_snapshot, snapshot_to_dict
 from fairshared.model import Association, InputError, Job, Snapshot
 from fairshared.records import SourceError
+from fairshared.sinks.base import AppliesEach
 from fairshared.settings import ClusterSettings
 from fairshared.slurm.sshare import parse_sshare
 from fairshared.slurm.tres import parse_tres_exact
@@ -833,7 +834,7 @@ class GarbageSource:
         return self.make()
 
 
-class NeverUpdater:
+class NeverUpdater(AppliesEach):
     name = "never"
 
     def __init__(self):

@@ -44,7 +44,7 @@ from daemon_proc import fairshared_argv
 import fake_slurm_bin as fsb
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
-from fairshared.daemon.service import make_source_and_updater
+from fairshared.daemon.service import make_source_and_updater, usage_source
 from fairshared.records import PushAction
 from fairshared.sinks.push_cli import CliUpdater
 from fairshared.slurm.sprio import SPRIO_FORMAT
@@ -287,7 +287,7 @@ def daemon(bindir: Path, state: Path, **sections):
     cfg = config_from_dict({"source": {"kind": "cli", "bin_dir": str(bindir), "timeout": 30}, **sections})
     source, updater = make_source_and_updater(cfg, demo=False)
     assert isinstance(source, SlurmCli) and isinstance(updater, CliUpdater)
-    return Runner(cfg, source, updater, None, state)
+    return Runner(cfg, usage_source(cfg, source), updater, None, state)  # as the service does
 
 
 # --- the daemon's cycles -------------------------------------------------------------------------------

@@ -67,8 +67,8 @@ ACTIONS = [
 
 def job_priorities(fairshare: dict[str, float]) -> list:
     """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
-    from fairshared.model import PartitionInfo
-    from fairshared.priority import ClusterInfo, PriorityParams, job_priority
+    from fairshared.model import ClusterInfo, PartitionInfo
+    from fairshared.priority import PriorityParams, job_priority
 
     cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
                           qos_priority={"normal": 10})
@@ -987,8 +987,10 @@ def priority_cycle(tmp_path, monkeypatch, **push):
 
     class Details:
         name = "snapshot"
+        reads_details = True
 
-        def priority_inputs(self):
+        def snapshot(self, *, jobs=True, details=False):
+            assert details
             return inputs_from_dict(snapshot_doc(), "snapshot")
 
     path = tmp_path / "snap.json"

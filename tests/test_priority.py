@@ -12,8 +12,8 @@ import math
 import pytest
 
 from fairshared import priority as P
-from fairshared.model import InputError, Job, PartitionInfo
-from fairshared.priority import ClusterInfo, PriorityParams
+from fairshared.model import ClusterInfo, InputError, Job, PartitionInfo
+from fairshared.priority import PriorityParams
 from fairshared.slurm.tres import parse_tres_weights
 from fairshared.slurm.units import INFINITE
 from fairshared.settings import ClusterSettings
@@ -482,23 +482,23 @@ def fake_live_cli(tmp_path):
 
 def test_read_puts_it_all_together(tmp_path):
     cli, conf = fake_live_cli(tmp_path)
-    pi = cli.priority_inputs(sshare=True)
+    pi = cli.snapshot(details=True, sshare=True)
     assert pi.last_calc == 1795326900
     # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins
-    assert pi.snapshot.settings.priority_flags == ("NO_NORMAL_QOS",) and not pi.warnings
-    assert PriorityParams.from_settings(pi.snapshot.settings).flags == {"NO_NORMAL_QOS"}
-    assert pi.cluster.assoc_priority_max == 6 and pi.cluster.cpu_count == 4096
+    assert pi.settings.priority_flags == ("NO_NORMAL_QOS",) and not pi.warnings
+    assert PriorityParams.from_settings(pi.settings).flags == {"NO_NORMAL_QOS"}
+    assert pi.cluster_info.assoc_priority_max == 6 and pi.cluster_info.cpu_count == 4096
     j48, j49, _ = pi.jobs
     assert (j48.site_factor, j48.direct_set_prio, j48.assoc_priority) == (300, False, 6)
     assert j49.direct_set_prio is True
-    assert pi.slurm_fairshare == {("prxa", "prx2", None): 1.0}
+    assert pi.reported_fairshare == {("prxa", "prx2", None): 1.0}
     squeue_env = next(env for argv, env in cli.seen if argv[0] == "squeue")
     assert squeue_env["SLURM_TIME_FORMAT"] == "%s"
     # slurm.conf unreadable: all four NO_NORMAL_* flags, with a warning
     conf.unlink()
-    pi = cli.priority_inputs()
+    pi = cli.snapshot(details=True)
     assert pi.warnings and "NO_NORMAL_ALL" in pi.warnings[0]
-    assert PriorityParams.from_settings(pi.snapshot.settings).flags == frozenset(P.NO_NORMAL)
+    assert PriorityParams.from_settings(pi.settings).flags == frozenset(P.NO_NORMAL)
 
 
 def test_a_failing_command_is_named():

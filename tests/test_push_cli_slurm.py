@@ -52,8 +52,8 @@ def test_one_read_runs_each_slurm_command_once(pending):
     from fairshared.sources.slurm_cli import SlurmCli
 
     cli = SlurmCli(env=dict(sc.cluster_env()))
-    pi = cli.priority_inputs(sshare=True)
-    assert {j.job_id for j in pi.jobs} >= set(pending) and pi.slurm_fairshare
+    pi = cli.snapshot(details=True, sshare=True)
+    assert {j.job_id for j in pi.jobs} >= set(pending) and pi.reported_fairshare
     runs = Counter(what for what, _ in cli.calls)
     assert runs["scontrol show config"] == runs["scontrol show assoc_mgr flags=assoc"] == 1, runs
     assert runs["sshare -a -l -P -m"] == 1, runs

@@ -521,6 +521,7 @@ def test_accounting_usage_reads_jobs_through_pyslurm_db_jobs(pyslurm):
     assert reader.pyslurm is pyslurm and src.cli is Usage.cli
     assert reader.qos_factors() == {"normal": 1.0, "half": 0.5}
     assert calls == [["sacctmgr", "-nP", "show", "qos", "format=name,usagefactor"]]
-    from fairshared.daemon.runner import accounting_cli
+    from fairshared.sources.accounting import AccountingUsage
 
-    assert accounting_cli(src) is Usage.cli
+    wrapped = AccountingUsage(src, "slurm")  # the reader it makes at its first snapshot is src's
+    assert wrapped.cli is Usage.cli and wrapped.name == "pyslurm" and not wrapped.reads_details

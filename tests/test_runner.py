@@ -15,6 +15,7 @@ from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Association, Job, Snapshot
 from fairshared.records import JobGone, PushError, SourceError
+from fairshared.sinks.base import AppliesEach
 from fairshared.sinks.push_demo import DemoUpdater
 from fairshared.sources.demo import DemoCluster, DemoSource
 from fairshared.settings import ClusterSettings
@@ -29,10 +30,11 @@ CFG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "
 SETTINGS = ClusterSettings.from_dict(CFG)
 
 
-class Queue:
-    """A static cluster: a tree and a queue whose jobs keep what is written to them."""
+class Queue(AppliesEach):
+    """A static cluster: a tree and a queue whose jobs keep what is written to them (source and updater)."""
 
     name = "static"
+    reads_details = False
 
     def __init__(self, jobs, fail=None):
         self.jobs = {j.job_id: j for j in jobs}
@@ -40,10 +42,12 @@ class Queue:
         self.applied = []
         self.snapshots = 0
 
-    def snapshot(self, *, jobs=True):
+    def snapshot(self, *, jobs=True, details=False):
         self.snapshots += 1
         if self.fail:
             raise self.fail
+        if details:
+            raise SourceError("the static queue does not read the job details push.mode 'priority' needs")
         return Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(CFG),  # CFG as it is now
                         jobs=list(self.jobs.values()))
 
@@ -236,20 +240,23 @@ def test_operator_fixed_priority_is_left_alone_unless_configured(tmp_path):
 
 
 class PriorityQueue(Queue):
-    """A static cluster read the way push mode `priority` reads one (jobinfo_cli.PriorityInputs)."""
+    """A static cluster read the way push mode `priority` reads one (Source.snapshot(details=True))."""
+
+    reads_details = True
 
     def __init__(self, infos):
         super().__init__([])
         self.infos = {j.job_id: j for j in infos}
+        self.last: Snapshot | None = None
 
-    def priority_inputs(self):
-        from fairshared.priority import ClusterInfo
-        from fairshared.sources.jobinfo_cli import PriorityInputs
+    def snapshot(self, *, jobs=True, details=False):
+        from fairshared.model import ClusterInfo
 
+        assert details, "push mode priority reads the job details"
         cfg = {**CFG, "weight_age": 0, "weight_jobsize": 0}
-        return PriorityInputs(Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(cfg)),
-                              ClusterInfo(),
-                              list(self.infos.values()))
+        self.last = Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(cfg),
+                             jobs=list(self.infos.values()), cluster_info=ClusterInfo())
+        return self.last
 
     def apply(self, action):
         assert action.field == "priority"

@@ -16,11 +16,12 @@ from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Job, Snapshot
 from fairshared.records import PushError, SourceError
+from fairshared.sinks.base import AppliesEach
 from test_runner import SETTINGS, TREE  # the same static cluster as the runner's tests
 
 
 
-class Queue:
+class Queue(AppliesEach):
     """A static cluster whose jobs keep the nice (or SiteFactor) written to them."""
 
     name = "static"

@@ -105,6 +105,6 @@ def test_one_priority_read_builds_the_settings_once(tmp_path, monkeypatch):
         if hasattr(module, "priority_config"):
             monkeypatch.setattr(module, "priority_config", counting)
     cli, _ = fake_live_cli(tmp_path)
-    pi = cli.priority_inputs()
+    pi = cli.snapshot(details=True)
     assert len(calls) == 1
-    assert "weight_tres_text" in pi.snapshot.settings.given  # the jobs' extras join the one build
+    assert "weight_tres_text" in pi.settings.given  # the jobs' extras join the one build

@@ -98,7 +98,7 @@ def site(slurm):
 def test_the_site_settings_are_read_as_slurm_runs_them(site):
     """What the daemon reads (``scontrol show config``, and slurm.conf where 22.05 prints
     NO_NORMAL_ALL for one NO_NORMAL_* flag) is what slurm.conf sets."""
-    cfg = SlurmCli(env=site["info"].env, timeout=60).priority_inputs().snapshot.settings
+    cfg = SlurmCli(env=site["info"].env, timeout=60).snapshot(details=True).settings
     params = PriorityParams.from_settings(cfg)
     assert params.flags == {"MAX_TRES", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"}, cfg.priority_flags
     assert params.favor_small is True

@@ -16,8 +16,7 @@ from test_priority import fake_live_cli
 from fairshared.cli import main
 from fairshared.inputs.priority_snapshot import inputs_from_dict, inputs_to_dict
 from fairshared.inputs.snapshot_schema import PRIORITY_FLAGS, SnapshotConfig
-from fairshared.model import Snapshot
-from fairshared.priority import ClusterInfo, PriorityInputs
+from fairshared.model import ClusterInfo, Snapshot
 from fairshared.sources import demo
 from fairshared.settings import ClusterSettings
 from fairshared.slurm.config import priority_config, priority_config_extra
@@ -95,7 +94,7 @@ def test_the_config_keys_of_every_source_are_known():
     assert set(priority_config({})) | set(priority_config_extra({})) | set(demo.CONFIG) <= known
 
 
-def roundtrip(pi: PriorityInputs, evaluated_at) -> PriorityInputs:
+def roundtrip(pi: Snapshot, evaluated_at) -> Snapshot:
     doc = json.loads(json.dumps(inputs_to_dict(pi, evaluated_at)))  # through the file's text
     back = inputs_from_dict(doc, "<roundtrip>")
     assert inputs_to_dict(back, evaluated_at) == doc
@@ -105,18 +104,18 @@ def roundtrip(pi: PriorityInputs, evaluated_at) -> PriorityInputs:
 def test_a_demo_snapshot_round_trips():
     pi = demo.demo_inputs(demo.clock())
     back = roundtrip(pi, pi.evaluated_at)
-    assert back.jobs == pi.jobs and back.snapshot.associations == pi.snapshot.associations
-    assert back.snapshot.settings == pi.snapshot.settings and back.cluster == pi.cluster
+    assert back.jobs == pi.jobs and back.associations == pi.associations
+    assert back.settings == pi.settings and back.cluster_info == pi.cluster_info
 
 
 def test_a_live_snapshot_round_trips(tmp_path):
     cli, _ = fake_live_cli(tmp_path)
-    pi = cli.priority_inputs(sshare=True)
+    pi = cli.snapshot(details=True, sshare=True)
     extras = {"weight_tres_exact", "weight_tres_text", "tres_order", "slurm_conf"}
-    assert extras <= set(pi.snapshot.settings.given)
+    assert extras <= set(pi.settings.given)
     back = roundtrip(pi, 1795326900)
     assert [asdict(j) for j in back.jobs] == [asdict(j) for j in pi.jobs]
-    assert back.slurm_fairshare == pi.slurm_fairshare and back.snapshot.settings == pi.snapshot.settings
+    assert back.reported_fairshare == pi.reported_fairshare and back.settings == pi.settings
 
 
 @pytest.mark.parametrize("name", DATA)
@@ -125,14 +124,13 @@ def test_the_engine_fixtures_round_trip(name, capsys, tmp_path):
     params = fixture["parameters"]
     config = {"dampening": params["dampening"], "priority_levels": params["priority_levels"],
               "priority_flags": ["NO_FAIR_TREE"] if fixture["algorithm"] == "classic" else []}
-    pi = PriorityInputs(snapshot=Snapshot(associations(fixture), cluster=name, source="tests/data",
-                                          settings=ClusterSettings.from_dict(config)),
-                        cluster=ClusterInfo(), jobs=[])
+    pi = Snapshot(associations(fixture), cluster=name, source="tests/data",
+                  settings=ClusterSettings.from_dict(config), cluster_info=ClusterInfo())
     back = roundtrip(pi, None)
 
     def fields(assocs):  # a user's parent is its account, whatever the fixture wrote there
         return [(a.key, a.parent_account, a.shares, a.usage, a.order) for a in assocs]
-    assert fields(back.snapshot.associations) == fields(pi.snapshot.associations)
+    assert fields(back.associations) == fields(pi.associations)
     path = tmp_path / "s.json"
     path.write_text(json.dumps(inputs_to_dict(pi, None)))
     saved = tmp_path / "again.json"

@@ -34,7 +34,8 @@ from .engine import fair_tree, level_based
 from .engine.ranks import assoc_index, job_assoc
 from .engine.result import Result
 from .model import InputError, Job
-from .priority import ClusterInfo, PriorityParams, SprioRow, listed_by_sprio, sprio_rows
+from .model import ClusterInfo
+from .priority import PriorityParams, SprioRow, listed_by_sprio, sprio_rows
 
 # The order of tied siblings in Fair Tree's stable sort, per sibling-order kind (engine/sibling_order.py)
 TIE_ORDER = {

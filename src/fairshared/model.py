@@ -27,7 +27,7 @@ ranks on exact ties depend on it.  ``None`` means "input order".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -191,6 +191,32 @@ class PartitionInfo:
     tres: Mapping[str, int] = field(default_factory=dict)  # partition TRES totals (mem in MB)
 
 
+# TRES in the order slurmctld numbers them (assoc_mgr TRES ids 1..8); others follow
+# in the cluster's AccountingStorageTRES order.
+DEFAULT_TRES_ORDER = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the job-priority formulas (:mod:`fairshared.priority`) need from the cluster besides the job."""
+
+    partitions: Mapping[str, PartitionInfo] = field(default_factory=dict)
+    qos_priority: Mapping[str, int] = field(default_factory=dict)  # every QOS, for the maximum
+    node_count: int = 1  # node_record_count
+    cpu_count: int = 1  # cluster_cpus: Σ effective CPUs of all nodes
+    assoc_priority_max: int = 0  # g_assoc_max_priority (max Priority= of all associations)
+    tres_order: Sequence[str] = DEFAULT_TRES_ORDER  # AccountingStorageTRES order
+    slurm_version: tuple[int, int] = (22, 5)  # what sprio shows changed in 23.02 (sprio_columns, sprio_rows)
+
+    @property
+    def part_max_priority(self) -> int:
+        return max((p.priority_job_factor for p in self.partitions.values()), default=0)
+
+    @property
+    def qos_max_priority(self) -> int:
+        return max(self.qos_priority.values(), default=0)
+
+
 @dataclass(frozen=True, slots=True)
 class Controllers:
     """The cluster's slurmctld hosts as ``scontrol show config`` prints them (plain data).
@@ -209,11 +235,16 @@ class Controllers:
 
 @dataclass
 class Snapshot:
-    """Everything one computation needs: the tree plus where it came from.
+    """Everything one computation needs: the tree, the pending jobs, and where they came from.
 
     ``sibling_order`` says what the associations' ``order`` keys are
     (``"lft"``, ``"lineage"`` or ``"input"``).  ``settings`` holds the cluster's
     priority settings, built once by the source (Slurm's defaults for what it does not know).
+
+    A read *with details* (``Source.snapshot(details=True)``: push mode ``priority``, ``fairshared
+    sprio``/``explain``/``compare``/``whatif``) also fills ``cluster_info``, the partitions, QOS and
+    node/CPU counts the job priority needs, and reads each job with its priority factors' inputs;
+    ``cluster_info`` stays None when the source did not read them.
     """
 
     associations: list[Association]
@@ -223,12 +254,21 @@ class Snapshot:
     sibling_order: str = "input"
     settings: ClusterSettings = field(default_factory=ClusterSettings)
     jobs: list[Job] = field(default_factory=list)
-    # what Slurm itself printed as each user association's FairShare (an sshare dump or the live
-    # sshare), keyed like Association.key; empty when the source has no such column
-    reported_fairshare: dict = field(default_factory=dict)
+    # what Slurm itself printed as each user association's FairShare (an sshare dump, or the live
+    # sshare when asked: SlurmCli.snapshot(details=True, sshare=True)), keyed like Association.key;
+    # None when it was not read (a snapshot file writes null), {} when sshare printed no such column
+    reported_fairshare: dict | None = None
     # job rows Slurm printed that could not be read, one line each naming command and row: those jobs
     # are left out of ``jobs`` (an unreadable association row fails the read instead)
     skipped_rows: list = field(default_factory=list)
     # the slurmctld hosts (several with a backup controller), when the source read them; only the
     # daemon uses them, to push only beside the active controller (never saved in a snapshot file)
     controllers: Controllers | None = None
+    # with details (see above): the cluster the job priority needs; None when not read
+    cluster_info: ClusterInfo | None = None
+    # slurmctld's last priority recalculation (Unix seconds), when its state file was readable
+    last_calc: int | None = None
+    # what the operator should know about this read (e.g. which NO_NORMAL_* flags were assumed)
+    warnings: list[str] = field(default_factory=list)
+    # for a snapshot file or the demo: the time its job priorities are evaluated at
+    evaluated_at: float | None = None

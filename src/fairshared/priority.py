@@ -58,17 +58,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .model import Job, PartitionInfo, Snapshot
+from .model import DEFAULT_TRES_ORDER, ClusterInfo, Job, PartitionInfo
 from .settings import ClusterSettings
 from .slurm.units import INFINITE, NICE_OFFSET
 from .slurm.versions import SPRIO_23_02
 
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
 FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
-
-# TRES in the order slurmctld numbers them (assoc_mgr TRES ids 1..8); others follow
-# in the cluster's AccountingStorageTRES order.
-DEFAULT_TRES_ORDER = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
 
 # PriorityFlags that change the job priority (slurm.conf names; NO_FAIR_TREE/DEPTH_OBLIVIOUS
 # only change the fair-share factor, which comes from the engine).
@@ -141,27 +137,6 @@ class PriorityParams:
             else:
                 raise ValueError(f"unknown weight {k!r}")
         return PriorityParams(**{**self.__dict__, **kw, "weight_tres": tres})
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """What the formulas need from the cluster besides the job."""
-
-    partitions: Mapping[str, PartitionInfo] = field(default_factory=dict)
-    qos_priority: Mapping[str, int] = field(default_factory=dict)  # every QOS, for the maximum
-    node_count: int = 1  # node_record_count
-    cpu_count: int = 1  # cluster_cpus: Σ effective CPUs of all nodes
-    assoc_priority_max: int = 0  # g_assoc_max_priority (max Priority= of all associations)
-    tres_order: Sequence[str] = DEFAULT_TRES_ORDER  # AccountingStorageTRES order
-    slurm_version: tuple[int, int] = (22, 5)  # what sprio shows changed in 23.02 (sprio_columns, sprio_rows)
-
-    @property
-    def part_max_priority(self) -> int:
-        return max((p.priority_job_factor for p in self.partitions.values()), default=0)
-
-    @property
-    def qos_max_priority(self) -> int:
-        return max(self.qos_priority.values(), default=0)
 
 
 # --- the factors ----------------------------------------------------------------------------------
@@ -629,19 +604,3 @@ def render_sprio_weights(params: PriorityParams, weight_tres_text: str | None = 
     if weight_tres_text:
         cols.append(("TRES", 20, True, weight_tres_text))
     return "".join(" ".join(_cell(c[k], w, r) for c in cols for w, r in [(c[1], c[2])]) + "\n" for k in (0, 3))
-
-@dataclass
-class PriorityInputs:
-    """Everything ``sprio``/``explain``/``compare`` need: the tree (a Snapshot), the cluster, the jobs.
-
-    ``last_calc`` is slurmctld's last priority recalculation (None if unknown);
-    ``slurm_fairshare`` sshare's FairShare per user association, when read.
-    """
-
-    snapshot: Snapshot
-    cluster: ClusterInfo
-    jobs: list[Job]
-    last_calc: int | None = None
-    slurm_fairshare: dict | None = None
-    warnings: list[str] = field(default_factory=list)
-    evaluated_at: float | None = None  # for snapshots: the time they were evaluated at

@@ -26,10 +26,10 @@ owner's own would apply the contribution twice.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from .engine.result import Result
-from .model import Job
+from .model import ClusterInfo, Job
 from .plan import JobState, PushState, by_array_parent, candidates, clamp, contribution
 from .priority import PriorityParams, job_priority
 from .records import PushAction
@@ -44,8 +44,9 @@ __all__ = ["MODES", "PlanInputs", "Planned", "PushMode", "mode_for"]
 class PlanInputs:
     """What a cycle hands a mode to plan from.
 
-    ``jobs`` are the snapshot's pending jobs; ``details`` the per-job factors
-    (``sources.jobinfo_cli.PriorityInputs``), read only for modes with ``job_details``.
+    ``jobs`` are the snapshot's pending jobs; ``cluster`` the snapshot's ``cluster_info`` (the
+    partitions, QOS and node/CPU counts each job's factors need), read only for modes with
+    ``job_details`` (whose snapshot's jobs then carry their factors' inputs), else None.
     """
 
     jobs: list[Job]
@@ -54,7 +55,7 @@ class PlanInputs:
     override_fixed: bool
     now: int
     settings: ClusterSettings = field(default_factory=ClusterSettings)
-    details: Any = None
+    cluster: ClusterInfo | None = None
     adopt_since: int | None = None  # nice mode with two head nodes: see NiceMode
     levels: int = 0  # push.levels: F rounded to L + 1 levels (plan.contribution); site_factor and nice
 
@@ -198,18 +199,19 @@ class PriorityMode(_BothStayOurs):
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
-        d = inputs.details
+        if inputs.cluster is None:
+            raise ValueError("push mode 'priority' plans from a snapshot read with details (no cluster info)")
         actions: list[PushAction] = []
         new_state = PushState(self.name)
         unknown: list = []
         rows: list = []
-        for job, prev, f in candidates(d.jobs, inputs.result, state, inputs.override_fixed, unknown,
+        for job, prev, f in candidates(inputs.jobs, inputs.result, state, inputs.override_fixed, unknown,
                                        ours_fixed=True):
             # the job's factors as slurmctld would compute them with our F; a fixed job's factors
             # are zeroed by Slurm, so compute as if it were not fixed
             ours = prev is not None and prev.ours(job.priority)
             nice = prev.base if ours and job.nice == 0 else job.nice
-            factors = job_priority(replace(job, direct_set_prio=False, nice=nice), f, d.cluster, params,
+            factors = job_priority(replace(job, direct_set_prio=False, nice=nice), f, inputs.cluster, params,
                                    inputs.now)
             rows.extend(factors)
             new = max(1, min(PRIORITY_MAX_PUSH, int(factors[0].priority)))

@@ -9,15 +9,14 @@ import datetime as _dt
 import io
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..engine import Params, build_tree, compute
 from ..engine.decide import decide
 from ..engine.result import Result
 from ..inputs.priority_snapshot import load_inputs_file, read_text, save_inputs
-from ..model import InputError, Snapshot
+from ..model import ClusterInfo, InputError, Snapshot
 from ..settings import ClusterSettings
-from ..priority import ClusterInfo, PriorityInputs
 from ..slurm.sshare import parse_sshare
 from ..sources.slurm_cli import SlurmCli
 from . import positive_float
@@ -67,23 +66,24 @@ def add_at(p: argparse.ArgumentParser) -> None:
                    "with --demo also the moment the simulated cluster is shown at (default: now)")
 
 
-def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> PriorityInputs:
-    """The tree, cluster and jobs from --source slurm (default), --demo, --snapshot or --from-sshare.
+def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> Snapshot:
+    """The tree, cluster and jobs (a snapshot with details: ``cluster_info`` set) from --source slurm
+    (the default), --demo, --snapshot or --from-sshare.
 
     ``sshare``: from the live cluster, also read sshare's FairShare column (Slurm's current order).
     """
     if getattr(args, "from_sshare", None):
         text, name = read_text(args.from_sshare)
         snap = parse_sshare(io.StringIO(text), name)
-        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[],
-                              slurm_fairshare=snap.reported_fairshare or None, evaluated_at=snap.taken_at)
+        return replace(snap, cluster_info=ClusterInfo(), reported_fairshare=snap.reported_fairshare or None,
+                       evaluated_at=snap.taken_at)
     if getattr(args, "snapshot", None):
         return load_inputs_file(args.snapshot)
     if getattr(args, "demo", False):
         from ..sources.demo import demo_inputs
 
         return demo_inputs(demo_time(args))
-    return SlurmCli(timeout=args.timeout).priority_inputs(sshare=sshare)
+    return SlurmCli(timeout=args.timeout).snapshot(details=True, sshare=sshare)
 
 
 def demo_time(args: argparse.Namespace) -> float:
@@ -103,12 +103,12 @@ def clock_for(args: argparse.Namespace):
     return time.time
 
 
-def save_if_asked(args: argparse.Namespace, pi: PriorityInputs, evaluated_at: float | None) -> None:
+def save_if_asked(args: argparse.Namespace, pi: Snapshot, evaluated_at: float | None) -> None:
     if getattr(args, "save_snapshot", None):
         save_inputs(pi, args.save_snapshot, evaluated_at, getattr(args, "snapshot_stdout", None))
 
 
-def evaluation_time(at: str | float, pi: PriorityInputs, live: bool, clock=time.time) -> tuple[int, str]:
+def evaluation_time(at: str | float, pi: Snapshot, live: bool, clock=time.time) -> tuple[int, str]:
     """The time the age factor is evaluated at, and a phrase saying which."""
     if isinstance(at, float):
         return int(at), "the time given with --at"
@@ -151,7 +151,7 @@ class Evaluated:
     """Inputs read, the time the age factor is evaluated at (and a phrase saying which), the
     algorithm and parameters chosen (:func:`decide`) and the engine's result for them."""
 
-    pi: PriorityInputs
+    pi: Snapshot  # read with details
     now: int
     when: str
     settings: ClusterSettings
@@ -165,11 +165,11 @@ def evaluate(args: argparse.Namespace) -> Evaluated:
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
-    settings = pi.snapshot.settings
+    settings = pi.settings
     algorithm, params = decide(settings, algorithm=args.algorithm)
-    return Evaluated(pi, now, when, settings, algorithm, params, run_engine(pi.snapshot, algorithm, params))
+    return Evaluated(pi, now, when, settings, algorithm, params, run_engine(pi, algorithm, params))
 
 
-def warn(pi: PriorityInputs) -> None:
+def warn(pi: Snapshot) -> None:
     for w in pi.warnings:
         print(f"fairshared: warning: {w}", file=sys.stderr)

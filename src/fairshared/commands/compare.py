@@ -15,7 +15,8 @@ import sys
 from ..engine import ALGORITHMS, build_tree
 from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
-from ..priority import FACTOR_NAMES, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+from ..model import Snapshot
+from ..priority import FACTOR_NAMES, PriorityParams, job_priority, listed_by_sprio
 from .common import (
     add_at,
     add_source,
@@ -87,8 +88,7 @@ def register(subparsers) -> None:
     c.set_defaults(func=cmd_compare)
 
 
-def compare_data(pi: PriorityInputs, algorithms: list[str], weights: dict, now: int, top: int = 10) -> dict:
-    snap = pi.snapshot
+def compare_data(snap: Snapshot, algorithms: list[str], weights: dict, now: int, top: int = 10) -> dict:
     tree = build_tree(snap.associations)
     results = {a: engine_result(snap, a, tree) for a in algorithms}
     users = [i for i in range(tree.n) if tree.is_user[i]]
@@ -107,10 +107,10 @@ def compare_data(pi: PriorityInputs, algorithms: list[str], weights: dict, now: 
     for a in algorithms:
         for r, rank in zip(rows, competition_ranks([r["factors"][a] or 0.0 for r in rows])):
             r["ranks"][a] = rank
-    have_slurm = bool(pi.slurm_fairshare)
+    have_slurm = bool(snap.reported_fairshare)
     if have_slurm:
         for r in rows:
-            r["slurm_fairshare"] = pi.slurm_fairshare.get((r["account"], r["user"], r["partition"]))
+            r["slurm_fairshare"] = snap.reported_fairshare.get((r["account"], r["user"], r["partition"]))
         known = [r for r in rows if r["slurm_fairshare"] is not None]
         for r, rank in zip(known, competition_ranks([r["slurm_fairshare"] for r in known])):
             r["slurm_rank"] = rank
@@ -135,13 +135,13 @@ def compare_data(pi: PriorityInputs, algorithms: list[str], weights: dict, now: 
                                "ranks": dict(r["ranks"]), "spread": spread})
         movers.sort(key=lambda m: (-m["spread"], m["user"], m["account"]))
     data = {"algorithms": algorithms, "users": rows, "movers": movers[:top], "kendall_tau": taus}
-    if pi.jobs:
-        data.update(_compare_jobs(pi, results, weights, now))
+    if snap.jobs:
+        data.update(_compare_jobs(snap, results, weights, now))
     return data
 
 
-def _compare_jobs(pi: PriorityInputs, results: dict[str, Result], weights: dict, now: int) -> dict:
-    params = PriorityParams.from_settings(pi.snapshot.settings)
+def _compare_jobs(pi: Snapshot, results: dict[str, Result], weights: dict, now: int) -> dict:
+    params = PriorityParams.from_settings(pi.settings)
     if weights:
         params = params.with_weights(weights)
     jobs = [j for j in pi.jobs if listed_by_sprio(j, params, now)]
@@ -149,7 +149,7 @@ def _compare_jobs(pi: PriorityInputs, results: dict[str, Result], weights: dict,
     per_alg = {}
     for a, res in results.items():
         fs = fairshare_of(res)
-        per_alg[a] = [job_priority(j, fs(j), pi.cluster, params, now)[0].priority for j in jobs]
+        per_alg[a] = [job_priority(j, fs(j), pi.cluster_info, params, now)[0].priority for j in jobs]
     for k, j in enumerate(jobs):
         rows.append({"job_id": j.job_id, "user": j.user, "account": j.account, "partition": j.partition,
                      "slurm_priority": j.priority,

@@ -10,12 +10,11 @@ import math
 import os
 
 from ..engine import build_tree
-from ..model import InputError
-from ..priority import PriorityInputs
+from ..model import InputError, Snapshot
 from .common import engine_result
 
 
-def plot_compare(pi: PriorityInputs, data: dict, path: str) -> None:
+def plot_compare(pi: Snapshot, data: dict, path: str) -> None:
     try:
         import matplotlib
 
@@ -25,8 +24,8 @@ def plot_compare(pi: PriorityInputs, data: dict, path: str) -> None:
         raise InputError("--plot needs matplotlib, an optional extra: pip install matplotlib "
                          "(or pip install 'fairshared[plot]')") from None
     _check_format(path)
-    tree = build_tree(pi.snapshot.associations)
-    classic = engine_result(pi.snapshot, "classic", tree)
+    tree = build_tree(pi.associations)
+    classic = engine_result(pi, "classic", tree)
     users = [i for i in range(tree.n) if tree.is_user[i]]
     x = []
     for i in users:

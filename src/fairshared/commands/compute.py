@@ -9,9 +9,8 @@ from dataclasses import replace
 from ..engine import ALGORITHMS, build_tree, compute
 from ..engine.decide import decide
 from ..inputs.priority_snapshot import save_inputs
-from ..model import InputError
+from ..model import ClusterInfo, InputError, Snapshot
 from ..output import COLUMNS, FORMATS, parse_columns, selected, write
-from ..priority import ClusterInfo, PriorityInputs
 from ..sources.slurm_cli import SlurmCli
 from . import name_list
 from . import positive_float as _positive_float
@@ -55,12 +54,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_compute)
 
 
-def load_input(args: argparse.Namespace) -> PriorityInputs:
+def load_input(args: argparse.Namespace) -> Snapshot:
     """compute's input: the live tree alone (jobs only when they are to be saved), or what
     sprio/explain/compare read from --demo, --snapshot or --from-sshare."""
     if args.source == "slurm" and not args.save_snapshot:
         snap = SlurmCli(timeout=args.timeout).snapshot(jobs=False)
-        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[], evaluated_at=snap.taken_at)
+        return replace(snap, cluster_info=ClusterInfo(), evaluated_at=snap.taken_at)
     return load_inputs(args)
 
 
@@ -70,19 +69,17 @@ def cmd_compute(args: argparse.Namespace) -> int:
         raise InputError("--usage accounting needs --source slurm (it reads the job records with sacct)")
     if args.at != "auto" and not args.demo:
         raise InputError("compute --at goes with --demo (the other inputs are taken at their own time)")
-    pi = load_input(args)
-    snap = pi.snapshot
+    snap = load_input(args)
     if args.usage == "accounting":
         from .usage import replace_with_accounting
 
         snap = replace_with_accounting(snap, args.timeout)
-        pi = replace(pi, snapshot=snap)
     algorithm, params = decide(snap.settings, algorithm=args.algorithm, dampening=args.dampening,
                                priority_levels=args.priority_levels, zero_shares_best=args.zero_shares_best)
     tree = build_tree(snap.associations)
     result = compute(tree, algorithm, params)
     if args.save_snapshot:
-        save_inputs(pi, args.save_snapshot, pi.evaluated_at, getattr(args, "snapshot_stdout", None))
+        save_inputs(snap, args.save_snapshot, snap.evaluated_at, getattr(args, "snapshot_stdout", None))
     style, columns = args.format
     if args.parsable:
         style = "parsable"

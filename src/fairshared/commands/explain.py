@@ -15,9 +15,8 @@ from ..engine import ALGORITHMS, Params, build_tree
 from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
-from ..model import InputError, Job
+from ..model import InputError, Job, Snapshot
 from ..priority import (
-    PriorityInputs,
     PriorityParams,
     job_priority,
     listed_by_sprio,
@@ -70,19 +69,19 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, engine: Params, now: int, when: str,
+def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now: int, when: str,
                  neighbours: int = 3) -> str:
-    tree = build_tree(pi.snapshot.associations)
-    result = run_engine(pi.snapshot, algorithm, engine, tree)
-    params = PriorityParams.from_settings(pi.snapshot.settings)
+    tree = build_tree(pi.associations)
+    result = run_engine(pi, algorithm, engine, tree)
+    params = PriorityParams.from_settings(pi.settings)
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     fs = fairshare_of(result)(job)
-    rows = job_priority(job, fs, pi.cluster, params, now)
+    rows = job_priority(job, fs, pi.cluster_info, params, now)
     out: list[str] = []
     w = out.append
-    parts = ",".join(ordered_partitions(job, pi.cluster))
+    parts = ",".join(ordered_partitions(job, pi.cluster_info))
     w(f"Job {job.display_id or job.job_id} — user {job.user}, account {job.account}, "
       f"partition {parts}, QOS {job.qos or '-'}")
     w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
@@ -119,7 +118,7 @@ def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, engine: Param
              else " (the integer part)"))
         w("")
         w(_age_line(job, params, now))
-        nodes, cpus = pi.cluster.node_count, pi.cluster.cpu_count
+        nodes, cpus = pi.cluster_info.node_count, pi.cluster_info.cpu_count
         if "SMALL_RELATIVE_TO_TIME" in params.flags:
             w(f"Job size: {job.cpus} CPUs per minute of time limit, relative to the {cpus} CPUs of the cluster"
               + (" (PriorityFavorSmall: 1 minus that)" if params.favor_small else "") + ".")
@@ -129,18 +128,18 @@ def explain_text(pi: PriorityInputs, job_ref: str, algorithm: str, engine: Param
         else:
             w(f"Job size: ({job.min_nodes} of {nodes} nodes + {job.cpus} of {cpus} CPUs) / 2 = "
               f"{main.factors['jobsize']:.6f}.")
-        p = pi.cluster.partitions.get(main.partition)
+        p = pi.cluster_info.partitions.get(main.partition)
         if p is not None:
             if "NO_NORMAL_PART" in params.flags:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor}, used as is (NO_NORMAL_PART).")
             else:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor} of the highest "
-                  f"{pi.cluster.part_max_priority}.")
-        qp = pi.cluster.qos_priority.get(job.qos, 0)
+                  f"{pi.cluster_info.part_max_priority}.")
+        qp = pi.cluster_info.qos_priority.get(job.qos, 0)
         if "NO_NORMAL_QOS" in params.flags:
             w(f"QOS {job.qos}: priority {qp}, used as is (NO_NORMAL_QOS).")
         else:
-            w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster.qos_max_priority}.")
+            w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster_info.qos_max_priority}.")
         if job.site_factor:
             w(f"Site factor {job.site_factor:+} was set by an operator or a site_factor plugin.")
         if job.nice:
@@ -253,7 +252,7 @@ def _place(result: Result, tree, a: int, algorithm: str) -> str:
     return f"{_ordinal(better + 1)} of {len(sibs)}"
 
 
-def _neighbours(pi: PriorityInputs, result: Result, params: PriorityParams, now: int, job: Job,
+def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, job: Job,
                 n: int) -> list[str]:
     entries = queue_entries(pi, result, params, now)
     mine = [k for k, e in enumerate(entries) if e.job.job_id == job.job_id]
@@ -290,10 +289,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     pi = load_inputs(args)
     warn(pi)
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
-    algorithm, engine = decide(pi.snapshot.settings, algorithm=args.algorithm)
+    algorithm, engine = decide(pi.settings, algorithm=args.algorithm)
     save_if_asked(args, pi, now)
     if args.format == "json":
-        result = run_engine(pi.snapshot, algorithm, engine)
+        result = run_engine(pi, algorithm, engine)
         data = explain_data(pi, args.job, result, now, when, args.neighbours)
         json.dump(data, sys.stdout, indent=1)
         sys.stdout.write("\n")

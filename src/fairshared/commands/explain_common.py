@@ -10,7 +10,8 @@ import datetime as _dt
 
 from ..engine.ranks import fairshare_of
 from ..engine.result import Result
-from ..priority import FACTOR_NAMES, Factors, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+from ..model import Snapshot
+from ..priority import FACTOR_NAMES, Factors, PriorityParams, job_priority, listed_by_sprio
 
 IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
            "partition": "partition", "qos": "QOS"}
@@ -34,7 +35,7 @@ def utc(ts: int) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def queue_entries(pi: PriorityInputs, result: Result, params: PriorityParams, now: int) -> list[Factors]:
+def queue_entries(pi: Snapshot, result: Result, params: PriorityParams, now: int) -> list[Factors]:
     """Every (job, partition) the scheduler would consider, in its order.
 
     sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
@@ -45,10 +46,10 @@ def queue_entries(pi: PriorityInputs, result: Result, params: PriorityParams, no
     entries: list[Factors] = []
     for j in pi.jobs:
         if listed_by_sprio(j, params, now):
-            entries.extend(job_priority(j, fs(j), pi.cluster, params, now))
+            entries.extend(job_priority(j, fs(j), pi.cluster_info, params, now))
 
     def tier(f: Factors) -> int:
-        p = pi.cluster.partitions.get(f.partition)
+        p = pi.cluster_info.partitions.get(f.partition)
         return p.priority_tier if p else 0
 
     return sorted(entries, key=lambda f: (-tier(f), -f.priority, f.job.submit_time, f.job.job_id))

@@ -10,8 +10,8 @@ import math
 
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
-from ..model import InputError
-from ..priority import Factors, PriorityInputs, PriorityParams, job_priority, listed_by_sprio
+from ..model import InputError, Snapshot
+from ..priority import Factors, PriorityParams, job_priority, listed_by_sprio
 from .explain_common import queue_entries, why
 
 
@@ -56,16 +56,16 @@ def _neighbour(e: Factors, me: Factors, why) -> dict:
             "difference": e.priority - me.priority, "why": why(e, me)}
 
 
-def explain_data(pi: PriorityInputs, job_ref: str, result: Result, now: int, when: str,
+def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str,
                  neighbours: int = 3) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
     the fair-share path from root, its place in the queue and the jobs just ahead and behind."""
-    params = PriorityParams.from_settings(pi.snapshot.settings)
+    params = PriorityParams.from_settings(pi.settings)
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     i = job_assoc(job, assoc_index(result))
-    rows = job_priority(job, fairshare_of(result)(job), pi.cluster, params, now)
+    rows = job_priority(job, fairshare_of(result)(job), pi.cluster_info, params, now)
     queue = None
     entries = queue_entries(pi, result, params, now)
     mine = [e for e in entries if e.job.job_id == job.job_id]

@@ -30,8 +30,8 @@ def cmd_explain_vs(args: argparse.Namespace) -> int:
     ev = evaluate(args)
     pi, now, when, result = ev.pi, ev.now, ev.when, ev.result
     save_if_asked(args, pi, now)
-    data = explain_vs(result, pi.jobs, pi.cluster, PriorityParams.from_settings(ev.settings), now, args.job,
-                      args.vs, sibling_order=pi.snapshot.sibling_order, dampening=ev.params.dampening,
+    data = explain_vs(result, pi.jobs, pi.cluster_info, PriorityParams.from_settings(ev.settings), now,
+                      args.job, args.vs, sibling_order=pi.sibling_order, dampening=ev.params.dampening,
                       priority_levels=ev.params.priority_levels)
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)

@@ -59,17 +59,17 @@ def cmd_sprio(args: argparse.Namespace) -> int:
     save_if_asked(args, pi, now)
     if args.weights:
         tres = ev.settings.weight_tres_text
-        sys.stdout.write(render_sprio_weights_long(params, tres, pi.cluster.slurm_version) if args.long
+        sys.stdout.write(render_sprio_weights_long(params, tres, pi.cluster_info.slurm_version) if args.long
                          else render_sprio_weights(params, tres, user_column=bool(args.user)))
         return 0
-    rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster, params, now) if _wanted(r, args)]
+    rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster_info, params, now) if _wanted(r, args)]
     if not rows and (args.jobs or args.user or args.partition):
         print(f"fairshared: no pending job matches {_filters(args)}", file=sys.stderr)
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_sprio(rows, version=pi.cluster.slurm_version))
+        sys.stdout.write(render_sprio(rows, version=pi.cluster_info.slurm_version))
     return 0
 
 

@@ -15,8 +15,8 @@ from dataclasses import replace
 from ..engine import ALGORITHMS
 from ..engine.decide import decide
 from ..explain_vs import resolve
-from ..model import InputError
-from ..priority import PriorityInputs, PriorityParams
+from ..model import InputError, Snapshot
+from ..priority import PriorityParams
 from ..usage import UsagePolicy
 from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery
 from . import positive_float
@@ -105,8 +105,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_whatif)
 
 
-def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
-    snap = pi.snapshot
+def whatif_data(snap: Snapshot, args: argparse.Namespace, now: int) -> dict:
     settings = snap.settings
     alg_before, engine_before = decide(settings)
     alg_after, engine_after = decide(settings, algorithm=args.algorithm, dampening=args.dampening)
@@ -122,8 +121,9 @@ def whatif_data(pi: PriorityInputs, args: argparse.Namespace, now: int) -> dict:
         "dampening": {"before": settings.dampening, "after": args.dampening or settings.dampening},
         "edits": [f"--{k} {t}" for k, t in args.edits],
         "users": fairshare_changes(before, after),
-        "jobs": order_changes(queue_entries(pi, before, params, now), queue_entries(pi, after, params, now)),
-        "pending_jobs": len(queue_entries(pi, before, params, now)),
+        "jobs": order_changes(queue_entries(snap, before, params, now),
+                              queue_entries(snap, after, params, now)),
+        "pending_jobs": len(queue_entries(snap, before, params, now)),
         "weight_fairshare": params.weight_fairshare,
     }
     if args.recovery:

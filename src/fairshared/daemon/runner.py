@@ -28,8 +28,10 @@ from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..records import JobGone, PushError, Role, SourceError
+from ..records import JobGone, Role
 from ..settings import ClusterSettings
+from ..sinks.base import JobUpdater
+from ..sources.base import Source
 from ..sources.controller import ControllerCheck
 from . import statefiles
 from .config import Config
@@ -51,15 +53,6 @@ def check_snapshot_shape(snap) -> None:
     for j in snap.jobs:
         if not isinstance(j, Job) or type(j.job_id) is not int or j.job_id <= 0:
             raise InputError(f"a pending job without a positive integer job id: {j!r:.80}")
-
-
-def accounting_cli(source):
-    """The command-line reader usage.origin = accounting needs (settings; sacct unless pyslurm reads jobs)."""
-    cli = source if hasattr(source, "run") else getattr(source, "cli", None)
-    if cli is None:
-        raise SourceError(f"usage.origin 'accounting' needs Slurm's command-line tools "
-                          f"(source: {getattr(source, 'name', '?')})")
-    return cli
 
 
 def algorithm_for(config: Config, snap: Snapshot) -> tuple[str, Params]:
@@ -92,9 +85,14 @@ def period_for(config: Config, settings: ClusterSettings | None) -> float:
 
 
 class Runner:
-    """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle."""
+    """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle.
 
-    def __init__(self, config: Config, source, updater, metrics=None, state_dir: str | Path | None = None):
+    ``source`` is whatever the service built for the configuration (with ``usage.origin =
+    accounting`` a :class:`~fairshared.sources.accounting.AccountingUsage` around the cluster's
+    source): the runner only asks it for a snapshot."""
+
+    def __init__(self, config: Config, source: Source, updater: JobUpdater, metrics=None,
+                 state_dir: str | Path | None = None):
         self.config = config
         self.source = source
         self.updater = updater
@@ -109,11 +107,12 @@ class Runner:
         self.state_dir = Path(state_dir) if state_dir else None
         self.state = self._load_state()
         self.done = threading.Condition()
-        self._sacct = None  # usage.origin = accounting: the incremental sacct reader, kept across cycles
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
         self._logged_settings: tuple | None = None
         self._twice = False
-        self._next_config: Config | None = None  # handed over by a reload, taken at the next cycle's start
+        # handed over by a reload, taken at the next cycle's start: the configuration and the source for it
+        self._next_config: Config | None = None
+        self._next_source: Source | None = None
         # which slurmctld is in control, as last checked (sources/controller.py), and since when this
         # daemon may push (Unix time; None while standby, or with one controller: see push_modes.NiceMode)
         self.role: Role | None = None
@@ -167,17 +166,22 @@ class Runner:
 
     # -- the cycle --------------------------------------------------------------------------------
 
-    def reconfigure(self, config: Config) -> None:
-        """Take ``config`` from the next cycle on.  Never waits for a cycle in progress (it keeps the
-        configuration it started with to its end): a reload must not block the caller -- the main
-        thread, which pings the watchdog and answers SIGTERM."""
+    def reconfigure(self, config: Config, source: Source | None = None) -> None:
+        """Take ``config`` (and ``source``, when the service built another one for it: a changed
+        ``usage.origin`` or ``usage.model``) from the next cycle on.  Never waits for a cycle in
+        progress (it keeps the configuration and source it started with to its end): a reload must not
+        block the caller -- the main thread, which pings the watchdog and answers SIGTERM."""
+        self._next_source = source  # first: a cycle starting in between takes both or neither
         self._next_config = config
 
     def _take_config(self) -> None:
-        """At a cycle's start, under the lock: the configuration a reload handed over, if any."""
+        """At a cycle's start, under the lock: the configuration (and source) a reload handed over, if any."""
         config, self._next_config = self._next_config, None
         if config is None:
             return
+        source, self._next_source = self._next_source, None
+        if source is not None:
+            self.source = source
         if config.push.mode != self.config.push.mode:
             self.state = PushState(config.push.mode)
         self.config = config
@@ -213,11 +217,11 @@ class Runner:
         cfg = self.config
         mode = mode_for(cfg.push.mode)
         res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
-                          source=getattr(self.source, "name", "?"), push_mode=cfg.push.mode,
+                          source=self.source.name, push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
         t0 = time.monotonic()
         try:
-            snap, details, tree = self._pull(mode)
+            snap, tree = self._pull(mode)
         except InputError as exc:
             return self._fail(res, "pull_failed", f"inconsistent data: {exc}", t0, "pull")
         except Exception as exc:  # SourceError, OSError, timeouts: all mean "no complete snapshot"
@@ -231,7 +235,7 @@ class Runner:
 
         t0 = time.monotonic()
         try:
-            planned = self._compute(res, mode, snap, details, tree)
+            planned = self._compute(res, mode, snap, tree)
         except Exception as exc:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
@@ -263,32 +267,26 @@ class Runner:
         self.role = role
         return role
 
-    def _pull(self, mode: PushMode):
-        """A complete, consistent snapshot, the per-job details the mode needs, and the tree; raises otherwise."""
-        details = None
-        if mode.job_details:
-            details = self._priority_inputs()
-            snap = replace(details.snapshot, jobs=list(details.jobs))
-            for warning in details.warnings:  # e.g. which NO_NORMAL_* flags were assumed
-                self.log.warning("priority inputs", detail=warning)
-        else:
-            snap = self.source.snapshot()
+    def _pull(self, mode: PushMode) -> tuple[Snapshot, object]:
+        """A complete, consistent snapshot (read with the job details when the mode plans from them)
+        and its tree; raises otherwise."""
+        snap = self.source.snapshot(details=True) if mode.job_details else self.source.snapshot()
         check_snapshot_shape(snap)
-        if self.config.usage.origin == "accounting":
-            snap = self._accounting_usage(snap)
+        for warning in snap.warnings:  # e.g. which NO_NORMAL_* flags were assumed
+            self.log.warning("priority inputs", detail=warning)
         tree = build_tree(snap.associations)  # validates: an inconsistent tree fails here
         if snap.skipped_rows:  # those jobs are left out; the others go on (model.Snapshot.skipped_rows)
             self.log.warning("job rows skipped", count=len(snap.skipped_rows), first=snap.skipped_rows[0])
-        return snap, details, tree
+        return snap, tree
 
-    def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, details, tree) -> Planned:
+    def _compute(self, res: CycleResult, mode: PushMode, snap: Snapshot, tree) -> Planned:
         cfg = self.config
         res.algorithm, params = algorithm_for(cfg, snap)
         res.result = compute(tree, res.algorithm, params)
         planned = mode.plan(PlanInputs(jobs=snap.jobs, result=res.result, weight=weight_for(cfg, snap),
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
-                                       settings=snap.settings, details=details, adopt_since=self.active_since,
-                                       levels=cfg.push.levels),
+                                       settings=snap.settings, cluster=snap.cluster_info,
+                                       adopt_since=self.active_since, levels=cfg.push.levels),
                             self.state)
         if planned.unknown:
             u = planned.unknown[0]
@@ -355,7 +353,7 @@ class Runner:
                 failed.update(a.job_id for a in res.actions[start:])
                 break
             batch = res.actions[start:start + size]
-            for action, err in zip(batch, self._apply(batch)):
+            for action, err in zip(batch, self.updater.apply_many(batch)):
                 if err is None:
                     res.pushed += 1
                     res.applied.append(action)
@@ -455,47 +453,6 @@ class Runner:
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
             self.log.error("cannot write the audit log", file=str(path), error=str(exc))
-
-    def _apply(self, actions) -> list:
-        """One result per action (None, JobGone or PushError); batched when the updater can."""
-        many = getattr(self.updater, "apply_many", None)
-        if many is not None:
-            return many(actions)
-        out = []
-        for a in actions:
-            try:
-                self.updater.apply(a)
-                out.append(None)
-            except (JobGone, PushError) as exc:
-                out.append(exc)
-        return out
-
-    def _priority_inputs(self):
-        read = getattr(self.source, "priority_inputs", None)
-        if read is None:
-            raise SourceError(f"push.mode 'priority' needs the job details only the command-line source reads "
-                              f"(source is {getattr(self.source, 'name', '?')})")
-        return read()
-
-    def _accounting_usage(self, snap: Snapshot) -> Snapshot:
-        """usage.origin = accounting: replace slurmctld's usage by the one from sacct (incremental)."""
-        cli = accounting_cli(self.source)
-        from ..sources.sacct import load_accounting, new_sacct_reader
-        from ..usage import compute_usage
-
-        at = time.time()
-        if self._sacct is None:  # sacct, or pyslurm.db.Jobs with the pyslurm source
-            make = getattr(self.source, "job_records_reader", None)
-            self._sacct = make() if make is not None else new_sacct_reader(cli)
-        _, policy, records, bad = load_accounting(cli, snap.settings, at, sacct=self._sacct)
-        model = self.config.usage.model
-        result = compute_usage(records, snap.associations, policy, at, [model])
-        bad = list(bad) + list(result.bad)
-        if bad:
-            self.log.warning("job records skipped", count=len(bad),
-                             example=f"job {bad[0].job_id}: {bad[0].reason}")
-        return replace(snap, associations=result.associations(snap.associations, model),
-                       source=f"{snap.source}; usage from sacct ({model} model)")
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""

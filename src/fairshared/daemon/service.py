@@ -35,20 +35,25 @@ from .. import __version__
 from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
+from ..sinks.base import JobUpdater
+from ..sources.accounting import AccountingUsage
+from ..sources.base import Source
 from . import sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
                      with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
-from .runner import Runner, accounting_cli, period_for
+from .runner import Runner, period_for
 
 STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
 HTTP_GRACE = 5.0  # then requests in progress get this long
 # so SIGTERM → exit takes at most STOP_GRACE + 2 × HTTP_GRACE (the README says 30 s)
 
 
-def make_source_and_updater(config: Config, demo: bool):
+def make_source_and_updater(config: Config, demo: bool) -> tuple[Source, JobUpdater]:
+    """The cluster's source and job updater for ``source.kind`` (``demo``: the simulated cluster for
+    both).  The source is the cluster's own: :func:`usage_source` puts what ``usage`` asks for around it."""
     kind = "demo" if demo else config.source.kind
     if kind == "demo":
         from ..sinks.push_demo import DemoUpdater
@@ -76,6 +81,24 @@ def make_source_and_updater(config: Config, demo: bool):
 
     return (SlurmCli(timeout=config.source.timeout, bin_dir=config.source.bin_dir),
             CliUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
+
+
+def check_source(config: Config, source: Source) -> None:
+    """Refuse, naming the source, a configuration the source cannot serve (at start-up and at a reload)."""
+    if config.push.mode == "priority" and not source.reads_details:
+        raise SourceError(f"push.mode 'priority' needs the command-line source (source: {source.name}): it "
+                          f"reads each job's factors with squeue and sprio")
+
+
+def usage_source(config: Config, inner: Source, kept: AccountingUsage | None = None) -> Source:
+    """The source the cycles read: ``inner`` itself, or with ``usage.origin = accounting`` an
+    :class:`AccountingUsage` around it for ``usage.model`` (``kept``, the one used before, keeps the job
+    records fetched so far).  SourceError, naming the source, when ``inner`` has no command-line tools."""
+    if config.usage.origin != "accounting":
+        return inner
+    if kept is not None and kept.inner is inner:
+        return kept if kept.model == config.usage.model else kept.with_model(config.usage.model)
+    return AccountingUsage(inner, config.usage.model)
 
 
 def state_dir(config: Config, demo: bool = False) -> Path:
@@ -115,12 +138,12 @@ class Service:
         if config.state.audit_log:
             statefiles.check_not_symlink(Path(config.state.audit_log), "state.audit_log")
         self._locks = [statefiles.lock(self.state_dir / "fairshared.lock", "state directory lock")]
-        source, updater = make_source_and_updater(config, demo)
-        if config.push.mode == "priority" and not hasattr(source, "priority_inputs"):
-            raise SourceError(f"push.mode 'priority' needs the command-line source (source: "
-                              f"{getattr(source, 'name', '?')}): it reads each job's factors with squeue and sprio")
-        if config.usage.origin == "accounting":
-            accounting_cli(source)  # refused at start-up, with the same rule the cycle uses
+        # the cluster's source; the cycles read it through usage_source (rebuilt by a reload that
+        # changes usage.origin or usage.model: see reload)
+        self.cluster_source, updater = make_source_and_updater(config, demo)
+        check_source(config, self.cluster_source)
+        source = usage_source(config, self.cluster_source)
+        self._accounting = source if isinstance(source, AccountingUsage) else None
         if metrics is None:
             from ..sinks.metrics import Metrics
 
@@ -148,11 +171,10 @@ class Service:
     def _set_info(self):
         """fairshared_info: what actually runs (the source's name, the algorithm of the last cycle)."""
         c = self.config
-        runner = getattr(self, "runner", None)
-        last = runner.last if runner is not None else None
+        last = self.runner.last  # (called once the runner exists: __init__ sets it first)
         algorithm = (last.algorithm if last is not None and last.algorithm else None) or c.algorithm.name or ""
-        source = getattr(runner.source, "name", "") if runner is not None else ""
-        self.metrics.set_info(algorithm=algorithm, source=source, push_mode=c.push.mode, dry_run=c.push.dry_run)
+        self.metrics.set_info(algorithm=algorithm, source=self.runner.source.name, push_mode=c.push.mode,
+                              dry_run=c.push.dry_run)
 
     # -- scheduling ---------------------------------------------------------------------------------
 
@@ -285,7 +307,9 @@ class Service:
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
             if new.state.audit_log:
                 statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
-        except InputError as exc:
+            check_source(new, self.cluster_source)  # a mode or usage.origin the source cannot serve
+            source = usage_source(new, self.cluster_source, self._accounting)
+        except (InputError, SourceError) as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
             sdnotify.ready(status="reload rejected: " + str(exc))
             return
@@ -297,7 +321,9 @@ class Service:
         self.metrics.associations = new.metrics.associations
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
-        self.runner.reconfigure(new)
+        if isinstance(source, AccountingUsage):
+            self._accounting = source  # its job records are kept should usage.origin come back to accounting
+        self.runner.reconfigure(new, source)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
         sdnotify.ready(status="configuration reloaded")
@@ -352,7 +378,7 @@ class Service:
                                misfire_grace_time=max(1, int(-(-self.period // 1))))  # APScheduler: an int >= 1
         self.scheduler.start()
         self.log.info("started", version=__version__, listen=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-                      source=getattr(self.runner.source, "name", "?"), push_mode=self.config.push.mode,
+                      source=self.runner.source.name, push_mode=self.config.push.mode,
                       dry_run=self.config.push.dry_run, pid=os.getpid(), state_directory=str(self.state_dir))
         sdnotify.ready(status="running")
         wd = sdnotify.watchdog_interval()

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
-from ..model import InputError, Job, PartitionInfo
-from ..priority import ClusterInfo, PriorityInputs
+from ..model import ClusterInfo, InputError, Job, PartitionInfo, Snapshot
 from ..slurm.versions import release_of
 from .snapshot import parse_document, snapshot_from_dict, snapshot_to_dict
 from .snapshot_schema import check_priority_inputs
@@ -38,14 +37,16 @@ def read_text(path: str) -> tuple[str, str]:
         raise InputError(f"is not UTF-8 text ({exc.reason})", path) from None
 
 
-def inputs_to_dict(pi: PriorityInputs, evaluated_at: float | None) -> dict:
-    """A snapshot document (``compute`` reads it too) with a ``priority_inputs`` block."""
-    doc = snapshot_to_dict(pi.snapshot)
-    c = pi.cluster
+def inputs_to_dict(snap: Snapshot, evaluated_at: float | None) -> dict:
+    """A snapshot document (``compute`` reads it too) with a ``priority_inputs`` block: the jobs,
+    ``snap.cluster_info`` (a default :class:`ClusterInfo` when it was not read) and sshare's FairShare
+    column (``reported_fairshare``; null when it was not read)."""
+    doc = snapshot_to_dict(snap)
+    c = snap.cluster_info if snap.cluster_info is not None else ClusterInfo()
     doc["priority_inputs"] = {
         "version": PRIORITY_INPUTS_VERSION,
         "evaluated_at": evaluated_at,
-        "last_calc": pi.last_calc,
+        "last_calc": snap.last_calc,
         "cluster": {
             "node_count": c.node_count,
             "cpu_count": c.cpu_count,
@@ -59,9 +60,10 @@ def inputs_to_dict(pi: PriorityInputs, evaluated_at: float | None) -> dict:
             ],
         },
         "jobs": [{**{k: v for k, v in asdict(j).items() if k != "partition"}, "partitions": list(j.partitions),
-                  "tres": dict(j.tres)} for j in pi.jobs],
-        "slurm_fairshare": None if pi.slurm_fairshare is None else [
-            {"account": a, "user": u, "partition": p, "fairshare": f} for (a, u, p), f in pi.slurm_fairshare.items()
+                  "tres": dict(j.tres)} for j in snap.jobs],
+        "slurm_fairshare": None if snap.reported_fairshare is None else [
+            {"account": a, "user": u, "partition": p, "fairshare": f}
+            for (a, u, p), f in snap.reported_fairshare.items()
         ],
     }
     return doc
@@ -71,12 +73,13 @@ _JOB_INT = ("job_id", "priority", "nice", "site_factor", "submit_time", "eligibl
             "min_nodes", "cpus", "assoc_priority")
 
 
-def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
-    """A snapshot document → PriorityInputs; without a ``priority_inputs`` block: no jobs, default cluster."""
+def inputs_from_dict(doc: object, name: str = "<snapshot>") -> Snapshot:
+    """A snapshot document → a Snapshot with details; without a ``priority_inputs`` block: no jobs,
+    a default cluster."""
     snap = snapshot_from_dict(doc, name)
     block = doc.get("priority_inputs") if isinstance(doc, dict) else None
     if block is None:
-        return PriorityInputs(snapshot=snap, cluster=ClusterInfo(), jobs=[], evaluated_at=snap.taken_at)
+        return replace(snap, cluster_info=ClusterInfo(), evaluated_at=snap.taken_at)
     where = f"{name}: priority_inputs"
     if not isinstance(block, dict) or block.get("version") != PRIORITY_INPUTS_VERSION:
         raise InputError(f"is not a version {PRIORITY_INPUTS_VERSION} object", where)
@@ -129,27 +132,27 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> PriorityInputs:
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"bad slurm_fairshare ({exc})", where) from None
     ev = block.get("evaluated_at")
-    return PriorityInputs(snapshot=snap, cluster=cluster, jobs=jobs, last_calc=block.get("last_calc"),
-                          slurm_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
+    return replace(snap, cluster_info=cluster, jobs=jobs, last_calc=block.get("last_calc"),
+                   reported_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
 
 
-def save_inputs(pi: PriorityInputs, path: str, evaluated_at: float | None, stdout=None) -> None:
-    """Write ``pi`` to ``path`` as a snapshot document (what ``--snapshot`` reads back); ``-`` is
+def save_inputs(snap: Snapshot, path: str, evaluated_at: float | None, stdout=None) -> None:
+    """Write ``snap`` to ``path`` as a snapshot document (what ``--snapshot`` reads back); ``-`` is
     ``stdout`` (the command's own output is then left out: see ``cli.main``)."""
     if path == "-":
         out = stdout or sys.stdout
-        json.dump(inputs_to_dict(pi, evaluated_at), out, indent=1)
+        json.dump(inputs_to_dict(snap, evaluated_at), out, indent=1)
         out.write("\n")
         return
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(inputs_to_dict(pi, evaluated_at), fh, indent=1)
+            json.dump(inputs_to_dict(snap, evaluated_at), fh, indent=1)
             fh.write("\n")
     except OSError as exc:
         raise InputError(f"cannot write snapshot: {exc.strerror}", path) from None
 
 
-def load_inputs_file(path: str) -> PriorityInputs:
+def load_inputs_file(path: str) -> Snapshot:
     """Read a snapshot file (``-`` = standard input); an sshare dump or bad JSON names the file."""
     text, name = read_text(path)
     return inputs_from_dict(parse_document(text, name), name)

@@ -19,6 +19,7 @@ import os
 import subprocess
 
 from ..records import JobGone, PushAction, PushError
+from .base import Outcome
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
 
@@ -53,9 +54,9 @@ class CliUpdater:
     def apply(self, action: PushAction) -> None:
         self._run(self.argv(action), action)
 
-    def apply_many(self, actions: list[PushAction]) -> list[BaseException | None]:
+    def apply_many(self, actions: list[PushAction]) -> list[Outcome]:
         """Write ``actions``; one result per action: None (done), JobGone or PushError."""
-        results: list[BaseException | None] = [None] * len(actions)
+        results: list[Outcome] = [None] * len(actions)
         groups: dict[tuple[str, int], list[int]] = {}
         for i, a in enumerate(actions):
             groups.setdefault((a.field, int(a.new)), []).append(i)

@@ -8,9 +8,10 @@ import the sources, so the cluster is taken as it comes.
 from __future__ import annotations
 
 from ..records import JobGone, PushAction
+from .base import AppliesEach
 
 
-class DemoUpdater:
+class DemoUpdater(AppliesEach):
     name = "demo"
 
     def __init__(self, cluster):

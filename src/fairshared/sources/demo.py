@@ -27,8 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import PARENT, Association, Job, PartitionInfo, Snapshot
-from ..priority import ClusterInfo, PriorityInputs
+from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Snapshot
 from ..settings import ClusterSettings
 from ..usage import UsagePolicy
 
@@ -206,8 +205,9 @@ def filler_jobs(n: int, count: int, seed: int = SEED) -> list[Job]:
     return jobs
 
 
-def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> PriorityInputs:
-    """The demo cluster at time ``t``: tree, usage, :data:`CONFIG`, partitions, QOS and pending jobs.
+def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> Snapshot:
+    """The demo cluster at time ``t``, read with details: tree, usage, :data:`CONFIG`, partitions, QOS
+    and pending jobs.
 
     The one function behind ``fairshared run --demo`` (through :class:`DemoSource`) and every
     command's ``--demo``; evaluated at ``t`` (slurmctld's last calculation: the period's start).
@@ -218,13 +218,12 @@ def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> 
     assocs = [Association(acct, user, parent if user is None else acct, shares,
                           usage[(acct, user)] if user else None, None, i)
               for i, (acct, user, parent, shares) in enumerate(TREE)]
-    snap = Snapshot(associations=assocs, cluster="demo", source="demo", taken_at=float(t), sibling_order="lft",
-                    settings=SETTINGS)
     jobs = jobs_at(n, seed)
     if pending_jobs is not None:
         jobs += filler_jobs(n, pending_jobs - len(jobs), seed)
-    return PriorityInputs(snapshot=snap, cluster=CLUSTER, jobs=jobs, last_calc=period_start(n),
-                          evaluated_at=float(t))
+    return Snapshot(associations=assocs, cluster="demo", source="demo", taken_at=float(t), sibling_order="lft",
+                    settings=SETTINGS, jobs=jobs, cluster_info=CLUSTER, last_calc=period_start(n),
+                    evaluated_at=float(t))
 
 
 class DemoCluster:
@@ -238,27 +237,27 @@ class DemoCluster:
         self.pending_jobs = pending_jobs
         self.pushed: dict[int, dict] = {}  # job id → the fields DemoUpdater set
         self.lock = threading.Lock()
-        self._period: tuple[int, PriorityInputs, frozenset] | None = None  # the last period's inputs
+        self._period: tuple[int, Snapshot, frozenset] | None = None  # the last period's snapshot
 
-    def _at(self, t: float) -> tuple[PriorityInputs, frozenset]:
+    def _at(self, t: float) -> tuple[Snapshot, frozenset]:
         """demo_inputs at t, computed once per period (a 50,000-job queue is not rebuilt per update)."""
         n = period_at(t)
         if self._period is None or self._period[0] != n:
-            pi = demo_inputs(t, self.seed, self.pending_jobs)
-            self._period = (n, pi, frozenset(j.job_id for j in pi.jobs))
-        pi = self._period[1]
-        return replace(pi, evaluated_at=float(t), snapshot=replace(pi.snapshot, taken_at=float(t))), self._period[2]
+            snap = demo_inputs(t, self.seed, self.pending_jobs)
+            self._period = (n, snap, frozenset(j.job_id for j in snap.jobs))
+        return replace(self._period[1], evaluated_at=float(t), taken_at=float(t)), self._period[2]
 
     def pending(self, job_id: int) -> bool:
         return job_id in self._at(self.clock())[1]
 
-    def inputs(self) -> PriorityInputs:
-        pi, _ = self._at(self.clock())
+    def inputs(self) -> Snapshot:
+        """The cluster now, with details and what the daemon pushed."""
+        snap, _ = self._at(self.clock())
         with self.lock:
-            live = {j.job_id for j in pi.jobs}
+            live = {j.job_id for j in snap.jobs}
             self.pushed = {jid: v for jid, v in self.pushed.items() if jid in live}  # started: forgotten
-            jobs = [replace(j, **self.pushed[j.job_id]) if j.job_id in self.pushed else j for j in pi.jobs]
-        return replace(pi, jobs=jobs, snapshot=replace(pi.snapshot, jobs=jobs))
+            jobs = [replace(j, **self.pushed[j.job_id]) if j.job_id in self.pushed else j for j in snap.jobs]
+        return replace(snap, jobs=jobs)
 
     @property
     def jobs(self) -> dict[int, Job]:
@@ -267,13 +266,13 @@ class DemoCluster:
 
 class DemoSource:
     name = "demo"
+    reads_details = True
 
     def __init__(self, cluster: DemoCluster | None = None):
         self.cluster = cluster or DemoCluster()
 
-    def snapshot(self, *, jobs: bool = True) -> Snapshot:
-        snap = self.cluster.inputs().snapshot
+    def snapshot(self, *, jobs: bool = True, details: bool = False) -> Snapshot:
+        snap = self.cluster.inputs()
+        if not details:
+            snap = replace(snap, cluster_info=None)
         return snap if jobs else replace(snap, jobs=[])
-
-    def priority_inputs(self, *, sshare: bool = False) -> PriorityInputs:
-        return self.cluster.inputs()

@@ -43,8 +43,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from ..model import Job, PartitionInfo, Snapshot
-from ..priority import ClusterInfo, PriorityInputs
+from ..model import ClusterInfo, Job, PartitionInfo, Snapshot
 from ..slurm.assoc_mgr import parse_assoc_priorities
 from ..settings import ClusterSettings
 from ..slurm.config import parse_config, parse_slurm_conf_flags, priority_config_extra
@@ -126,8 +125,9 @@ def _read_text(path: str | None) -> str | None:
 
 @dataclass
 class JobInfoCli:
-    """Reads :class:`PriorityInputs` from the live cluster through ``cmds`` (its timeout, environment
-    and memo).  The association tree comes from the caller (``SlurmCli.priority_inputs``)."""
+    """Reads the job details (:attr:`Snapshot.cluster_info`, each job's priority factors' inputs) from
+    the live cluster through ``cmds`` (its timeout, environment and memo).  The association tree comes
+    from the caller (``SlurmCli.snapshot(details=True)``)."""
 
     cmds: SlurmCommands = field(default_factory=SlurmCommands)
 
@@ -164,12 +164,14 @@ class JobInfoCli:
         except OSError:
             return None
 
-    def read(self, snap: Snapshot, *, jobs: bool = True, sshare: bool = False) -> PriorityInputs:
-        """Everything the job priority needs around the tree ``snap``, in one read (each command once)."""
+    def read(self, snap: Snapshot, *, jobs: bool = True, sshare: bool = False) -> Snapshot:
+        """``snap`` with everything the job priority needs around its tree, in one read (each command
+        once): the cluster info, the jobs (``jobs``), slurmctld's last calculation, sshare's FairShare
+        column (``sshare``) and the warnings."""
         with self.cmds.one_read():
             return self._read(snap, jobs, sshare)
 
-    def _read(self, snap: Snapshot, jobs: bool, sshare: bool) -> PriorityInputs:
+    def _read(self, snap: Snapshot, jobs: bool, sshare: bool) -> Snapshot:
         raw = self.raw_config()  # the read's memo: the scontrol show config snap's settings came from
         extra = priority_config_extra(raw)
         settings = snap.settings
@@ -193,9 +195,9 @@ class JobInfoCli:
         if jobs:
             running = "CALCULATE_RUNNING" in settings.flags
             job_list = self.jobs(running=running, skipped=snap.skipped_rows, assoc_priority=assoc_prio)
-        return PriorityInputs(
-            snapshot=snap, cluster=cluster, jobs=job_list,
+        return replace(
+            snap, cluster_info=cluster, jobs=job_list,
             last_calc=self.last_calc(extra["state_save_location"]),
-            slurm_fairshare=self.slurm_fairshare() if sshare else None,
+            reported_fairshare=self.slurm_fairshare() if sshare else None,
             warnings=warnings,
         )

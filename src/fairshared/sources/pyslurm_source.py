@@ -224,6 +224,9 @@ class PyslurmSource:
     """
 
     name = "pyslurm"
+    # each job's priority factors' inputs (partitions, QOS, nodes, sprio's SiteFactor) are read only
+    # through the command-line tools today (jobinfo_cli): push mode priority needs source.kind cli
+    reads_details = False
 
     def __init__(self, *, usage: Callable[[], Mapping[UsageKey, float | None]] | None = None,
                  cluster: str | None = None, timeout: float = 60.0, bin_dir: str | None = None):
@@ -315,7 +318,11 @@ class PyslurmSource:
 
     # -- the whole picture ----------------------------------------------------------------------
 
-    def snapshot(self, *, jobs: bool = True) -> Snapshot:
+    def snapshot(self, *, jobs: bool = True, details: bool = False) -> Snapshot:
+        if details:
+            raise SourceError("the pyslurm source does not read the job details (each job's priority "
+                              "factors, the partitions, QOS and node counts) that push.mode 'priority' "
+                              "needs: only the command-line source (source.kind = \"cli\") reads them")
         taken = time.time()
         settings = ClusterSettings.from_dict(self.config())
         cluster = self.local_cluster(settings)

@@ -42,7 +42,7 @@ from ..slurm.sshare import parse_sshare
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from ..settings import ClusterSettings
-from .jobinfo_cli import JobInfoCli, PriorityInputs, read_jobs
+from .jobinfo_cli import JobInfoCli, read_jobs
 from .slurm_commands import SlurmCommands
 
 
@@ -113,20 +113,27 @@ class SlurmCli(SlurmCommands):
         """Pending jobs with their SiteFactor and operator-set priorities (jobinfo_cli.read_jobs)."""
         return read_jobs(self, skipped=skipped)
 
-    def priority_inputs(self, *, sshare: bool = False) -> PriorityInputs:
-        """What push mode ``priority`` and ``fairshared sprio``/``explain``/``compare`` need: the tree,
-        cluster, weights and jobs, in one read (each command once)."""
-        with self.one_read():
-            return JobInfoCli(self).read(self.snapshot(jobs=False), jobs=True, sshare=sshare)
+    @property
+    def cli(self) -> SlurmCli:
+        """The command-line tools (:class:`~.base.UsesCommandLine`): this source is them."""
+        return self
 
     # -- the whole picture ----------------------------------------------------------------------
 
-    def snapshot(self, *, jobs: bool = True) -> Snapshot:
-        """One consistent snapshot: tree, usage, order, config (and pending jobs).
+    reads_details = True
 
-        Raises :class:`SourceError` when a read fails or the reads disagree.
+    def snapshot(self, *, jobs: bool = True, details: bool = False, sshare: bool = False) -> Snapshot:
+        """One consistent snapshot: tree, usage, order, config (and pending jobs), in one read (each
+        command once).
+
+        ``details``: what push mode ``priority`` and ``fairshared sprio``/``explain``/``compare`` need
+        besides, read by :class:`~.jobinfo_cli.JobInfoCli` (the cluster info and each job's priority
+        factors' inputs); ``sshare`` (with ``details``): also sshare's FairShare column, as
+        ``reported_fairshare``.  Raises :class:`SourceError` when a read fails or the reads disagree.
         """
         with self.one_read():
+            if details:
+                return JobInfoCli(self).read(self._snapshot(False), jobs=jobs, sshare=sshare)
             return self._snapshot(jobs)
 
     def _snapshot(self, jobs: bool) -> Snapshot:
