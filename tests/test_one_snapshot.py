@@ -238,7 +238,7 @@ def test_a_reload_to_accounting_usage_without_command_line_tools_is_rejected(tmp
         svc.reload()
     (rejected,) = [e for e in logs if e["event"] == "reload rejected, keeping the running configuration"]
     assert "command-line tools (source: demo)" in rejected["error"]
-    assert svc.config.usage.origin == "slurmctld" and svc.runner._next_config is None  # kept as it runs
+    assert svc.config.usage.origin == "slurmctld" and svc.runner._next is None  # kept as it runs
     assert svc.runner.cycle().snapshot.source == "demo"
 
 
@@ -249,7 +249,7 @@ def test_a_reload_to_push_mode_priority_with_a_source_reading_no_details_is_reje
         svc.reload()
     (rejected,) = [e for e in logs if e["event"] == "reload rejected, keeping the running configuration"]
     assert "push.mode 'priority' needs the command-line source (source: recorded)" in rejected["error"]
-    assert svc.config.push.mode == "off" and svc.runner._next_config is None
+    assert svc.config.push.mode == "off" and svc.runner._next is None
 
 
 def test_a_snapshot_without_details_has_no_cluster_info_for_the_priority_mode():

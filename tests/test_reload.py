@@ -239,3 +239,42 @@ def test_a_rotated_token_file_takes_effect_at_reload(tmp_path):
         assert d.post("/-/recompute", token="second")[0] == 200
     finally:
         d.stop()
+
+
+# -- a reload that lands while a cycle takes the previous one is not lost ---------------------------
+
+def test_a_reload_landing_while_a_cycle_takes_the_last_one_is_kept_for_the_next_cycle():
+    """The window between a cycle's read of the pending reload and its reset: a reload landing there
+    used to be dropped, and the daemon went on with the configuration before it (push.dry_run = true
+    never taken).  The reload is made to land exactly there, from another thread, as SIGHUP does."""
+    import threading
+
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.runner import Runner
+    from fairshared.sinks.push_demo import DemoUpdater
+    from fairshared.sources.demo import DemoCluster, DemoSource
+
+    first = config_from_dict({"push": {"mode": "site_factor"}})
+    dry = config_from_dict({"push": {"mode": "site_factor", "dry_run": True}})
+
+    class Racing(Runner):
+        hit = False
+
+        def __getattribute__(self, name):
+            value = object.__getattribute__(self, name)
+            if name == "_next" and value is not None and not Racing.hit:
+                Racing.hit = True  # the cycle has read the first reload: the operator's next lands now
+                t = threading.Thread(target=self.reconfigure, args=(dry,))
+                t.start()
+                t.join(0.5)  # with the fix it waits for the cycle to finish taking the first
+            return value
+
+    cluster = DemoCluster()
+    runner = Racing(first, DemoSource(cluster), DemoUpdater(cluster))
+    runner.reconfigure(first)
+    runner._take_config()  # the cycle's start takes the first reload ...
+    deadline = time.monotonic() + 5
+    while runner._next is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    runner._take_config()  # ... and the next cycle's start the one that landed meanwhile
+    assert runner.config.push.dry_run is True

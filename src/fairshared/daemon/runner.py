@@ -110,9 +110,14 @@ class Runner:
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
         self._logged_settings: tuple | None = None
         self._twice = False
-        # handed over by a reload, taken at the next cycle's start: the configuration and the source for it
-        self._next_config: Config | None = None
-        self._next_source: Source | None = None
+        # handed over by a reload, taken at the next cycle's start: the configuration and the source
+        # for it (None: keep the source), as one tuple, so that a cycle never takes one reload's
+        # configuration with another's source
+        self._next: tuple[Config, Source | None] | None = None
+        # guards _next alone (held for an assignment, never during a cycle): without it a reload
+        # landing between a cycle's read of _next and its reset would be lost, and the daemon
+        # would go on with the old configuration (a dry run turned off stays off)
+        self._next_lock = threading.Lock()
         # which slurmctld is in control, as last checked (sources/controller.py), and since when this
         # daemon may push (Unix time; None while standby, or with one controller: see push_modes.NiceMode)
         self.role: Role | None = None
@@ -171,15 +176,16 @@ class Runner:
         ``usage.origin`` or ``usage.model``) from the next cycle on.  Never waits for a cycle in
         progress (it keeps the configuration and source it started with to its end): a reload must not
         block the caller -- the main thread, which pings the watchdog and answers SIGTERM."""
-        self._next_source = source  # first: a cycle starting in between takes both or neither
-        self._next_config = config
+        with self._next_lock:  # a cycle takes both or neither, and never drops a reload
+            self._next = (config, source)
 
     def _take_config(self) -> None:
         """At a cycle's start, under the lock: the configuration (and source) a reload handed over, if any."""
-        config, self._next_config = self._next_config, None
-        if config is None:
+        with self._next_lock:
+            taken, self._next = self._next, None
+        if taken is None:
             return
-        source, self._next_source = self._next_source, None
+        config, source = taken
         if source is not None:
             self.source = source
         if config.push.mode != self.config.push.mode:
