@@ -46,6 +46,7 @@ from fairshared.model import PARENT, Association, Job, Snapshot  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
 from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
 from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr  # noqa: E402
+from fairshared.settings import ClusterSettings  # noqa: E402
 from fairshared.slurm.config import parse_config  # noqa: E402
 from fairshared.slurm.sprio import parse_sprio_facts  # noqa: E402
 from fairshared.slurm.squeue import SEP, parse_squeue  # noqa: E402
@@ -278,8 +279,8 @@ class OldCanned(Canned):
         text = self.run(["sshare", "-a", "-l", "-P", "-m"])
         return old.parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
 
-    def order_of_22_05(self, assocs: list[Association], reported: dict, cfg: dict):
-        if "NO_FAIR_TREE" not in cfg.get("priority_flags", []):
+    def order_of_22_05(self, assocs: list[Association], reported: dict, settings: ClusterSettings):
+        if "NO_FAIR_TREE" not in settings.flags:
             named = old.in_name_order(assocs)
             seen = old.infer({LFT: assocs, NAME: named}, reported)
             if seen:
@@ -299,8 +300,8 @@ class OldCanned(Canned):
 def snapshots_equal(a, b) -> bool:
     return (a.associations == b.associations and a.jobs == b.jobs
             and [j.tres for j in a.jobs] == [j.tres for j in b.jobs]
-            and (a.sibling_order, a.config, a.controllers, a.skipped_rows, a.cluster, a.source)
-            == (b.sibling_order, b.config, b.controllers, b.skipped_rows, b.cluster, b.source))
+            and (a.sibling_order, a.settings, a.controllers, a.skipped_rows, a.cluster, a.source)
+            == (b.sibling_order, b.settings, b.controllers, b.skipped_rows, b.cluster, b.source))
 
 
 # ================================================================================================
@@ -374,7 +375,7 @@ def main() -> int:
         rep.row("check_same_tree", what, lambda: check_same_tree(ours, shown.associations))
         reported = shown.reported_fairshare
         rep.row("order_of_22_05 (infer lft/name)", what,
-                lambda: SlurmCli().order_of_22_05(ours, reported, cfg),
+                lambda: SlurmCli().order_of_22_05(ours, reported, ClusterSettings()),
                 lambda: old.order_of_22_05(ours, reported, cfg), lambda a, b: a == b)
         rep.row("build_tree (assoc_mgr's order)", what, lambda: build_tree(ours),
                 lambda: old.build_tree(ours), trees_equal)

@@ -325,6 +325,9 @@ class Metrics:
                 push_deferred=old.push_deferred + int(cycle.deferred),
                 job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
+            if cycle.algorithm:  # fairshared_info's algorithm: the cycle's, in the view formatted below
+                # (set_info after the cycle would find it set, and keep the view and its bytes)
+                changes["info"] = tuple((k, cycle.algorithm if k == "algorithm" else v) for k, v in old.info)
             if cycle.fairshare_counted_twice is not None:
                 changes["counted_twice"] = int(cycle.fairshare_counted_twice)
             if cycle.controller is not None:
