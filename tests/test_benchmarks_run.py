@@ -2,8 +2,8 @@
 
 They print figures, not verdicts, but most check something as they go: pull.py that every
 replaced parser gives the same result as its successor (and exits non-zero otherwise),
-push_churn.py the quantised contributions' order, soak.py the RSS growth; engine.py has to run.  Last time they went unrun, two of them
-had stopped working against a renamed Snapshot field (benchmarks/pull.py read ``Snapshot.config``).
+push_churn.py the quantised contributions' order, soak.py the RSS growth; engine.py has to run.
+Left unrun, pull.py had stopped working against a renamed Snapshot field (``Snapshot.config``).
 """
 
 from __future__ import annotations
