@@ -31,12 +31,16 @@ The whole run takes ~3.5 min, most of it building the associations in slurmdbd. 
 ``sacctmgr add user`` call costs slurmdbd time in proportion to the associations already there
 (25.11.7, 370 associations a call: 0.5 s at the start, 1.9 s at 19,000), so the build is
 quadratic in the number of calls: 20,000 associations took 103 s in calls of 10 accounts and
-27 s in calls of 100 (--group), 100,000 took 460 s in calls of 100.
+27 s in calls of 100 (--group), 100,000 took 460 s in calls of 100.  22.05's slurmdbd stays at
+about 13 associations a second however the calls are cut, so --bulk writes the same tree straight
+into slurmdbd's MariaDB tables and restarts slurmctld: 100,000 associations in 16 s (22.05.8).
 
     python benchmarks/cycle_slurm.py                # 10,000 associations, 5,000 jobs
     python benchmarks/cycle_slurm.py --quick        # 1,000 associations, 500 jobs
     python benchmarks/cycle_slurm.py --keep         # leave the instance (and its users) up
     python benchmarks/cycle_slurm.py --reuse --keep # measure again on a kept instance
+    python benchmarks/cycle_slurm.py --associations 100000 --jobs 100000 --arrays 500 \
+        --submit-workers 6 --bulk                  # the largest sites, on any release
 
 Needs root (the cluster, ``useradd``, ``sbatch --uid``).  The instance is set by
 FAIRSHARED_CLUSTER_DIR / _NAME / _SLURMCTLD_PORT / _SLURMD_PORT / _SLURMDBD_PORT /
