@@ -12,12 +12,12 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
 from datetime import datetime
 from typing import Sequence, TextIO
 
 from ..model import Association, Snapshot
 from ..settings import ClusterSettings
+from ..sources.accounting import usage_from_records
 from ..sources.sacct import load_accounting
 from ..sources.slurm_cli import SlurmCli
 from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy, UsageResult, compute_usage
@@ -103,13 +103,9 @@ def accounting_usage(snapshot_associations: Sequence[Association], settings: Clu
 
 def replace_with_accounting(snap: Snapshot, timeout: float, model: str = "slurm") -> Snapshot:
     """``compute --usage accounting``: the live snapshot with usage from sacct (``model``)."""
-    cli = SlurmCli(timeout=timeout)
-    at = time.time()
-    _, policy, records, bad = load_accounting(cli, snap.settings, at)
-    result = compute_usage(records, snap.associations, policy, at, [model])
-    _warn_bad(bad + result.bad, sys.stderr)
-    return replace(snap, associations=result.associations(snap.associations, model),
-                   source=f"{snap.source or 'slurm-cli'}; usage from sacct ({model} model)")
+    snap, bad = usage_from_records(snap, SlurmCli(timeout=timeout), model, time.time())
+    _warn_bad(bad, sys.stderr)
+    return snap
 
 
 # --- output ---------------------------------------------------------------------------------

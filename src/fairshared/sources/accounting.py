@@ -68,12 +68,20 @@ class AccountingUsage:
             inner = self.inner
             self._records.reader = (inner.job_records_reader() if isinstance(inner, ReadsJobRecords)
                                     else new_sacct_reader(cli))
-        _, policy, records, bad = load_accounting(cli, snap.settings, at, sacct=self._records.reader)
-        model = self.model
-        result = compute_usage(records, snap.associations, policy, at, [model])
-        bad = list(bad) + list(result.bad)
+        snap, bad = usage_from_records(snap, cli, self.model, at, self._records.reader)
         if bad:
             self.log.warning("job records skipped", count=len(bad),
                              example=f"job {bad[0].job_id}: {bad[0].reason}")
-        return replace(snap, associations=result.associations(snap.associations, model),
-                       source=f"{snap.source}; usage from sacct ({model} model)")
+        return snap
+
+
+def usage_from_records(snap: Snapshot, cli, model: str, at: float, reader=None) -> tuple[Snapshot, list]:
+    """``snap`` with its usage worked out at ``at`` from slurmdbd's job records (``model``), and the
+    records skipped as bad (sacct's and the computation's).  ``cli``: the command-line reader of the
+    usage settings and, without ``reader`` (an incremental reader kept by the caller), of sacct.  The
+    one computation behind :class:`AccountingUsage` and ``fairshared compute --usage accounting``."""
+    _, policy, records, bad = load_accounting(cli, snap.settings, at, sacct=reader)
+    result = compute_usage(records, snap.associations, policy, at, [model])
+    return (replace(snap, associations=result.associations(snap.associations, model),
+                    source=f"{snap.source or 'slurm-cli'}; usage from sacct ({model} model)"),
+            list(bad) + list(result.bad))
