@@ -355,6 +355,9 @@ def make_module(backend: Backend, *, auto_init: bool = True) -> types.ModuleType
         def clusters(self):
             return list(self.data)
 
+        def clear(self):  # xcollections.pyx: clear()
+            self.data.clear()
+
         def __iter__(self):
             return iter(self.keys())
 

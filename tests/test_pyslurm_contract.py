@@ -525,3 +525,49 @@ def test_accounting_usage_reads_jobs_through_pyslurm_db_jobs(pyslurm):
 
     wrapped = AccountingUsage(src, "slurm")  # the reader it makes at its first snapshot is src's
     assert wrapped.cli is Usage.cli and wrapped.name == "pyslurm" and not wrapped.reads_details
+
+
+def test_pyslurm_objects_are_released_while_read(pyslurm, backend, monkeypatch):
+    """At 100,000 jobs and associations pyslurm's objects are hundreds of MB: its associations are
+    gone before its jobs are loaded, and each job is freed once read, so that pyslurm's jobs and
+    the model's are never all alive together (peak memory, issue 19)."""
+    import gc
+    import weakref
+
+    from fairshared.sources import pyslurm_source
+
+    J = fp.JobRec
+    backend.jobs = {i: J(i, 1001, "physics", "main") for i in range(200, 210)}
+    assoc_refs: list = []
+    real_assocs = pyslurm.db.Associations.load
+
+    def assocs_load(*a, **kw):
+        got = real_assocs(*a, **kw)
+        assoc_refs.extend(weakref.ref(x) for x in got.values())
+        return got
+
+    monkeypatch.setattr(pyslurm.db.Associations, "load", staticmethod(assocs_load))
+    alive_at_jobs_load: list[int] = []
+    real_jobs = pyslurm.Jobs.load
+
+    def jobs_load(*a, **kw):
+        gc.collect()
+        alive_at_jobs_load.append(sum(r() is not None for r in assoc_refs))
+        return real_jobs(*a, **kw)
+
+    monkeypatch.setattr(pyslurm.Jobs, "load", staticmethod(jobs_load))
+    read: list = []  # a weak reference to each pyslurm Job as it is converted
+    alive_when_read: list[int] = []  # how many already-read pyslurm Jobs were still alive then
+    real_convert = pyslurm_source.jobs_from_pyslurm
+
+    def convert(j):
+        gc.collect()
+        alive_when_read.append(sum(r() is not None for r in read))
+        read.append(weakref.ref(j))
+        return real_convert(j)
+
+    monkeypatch.setattr(pyslurm_source, "jobs_from_pyslurm", convert)
+    jobs = source().snapshot().jobs
+    assert len(assoc_refs) == 11 and alive_at_jobs_load == [0]
+    assert [j.job_id for j in jobs] == list(range(200, 210))  # pyslurm's order kept
+    assert alive_when_read == [0] * 10

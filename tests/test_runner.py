@@ -411,3 +411,36 @@ def test_a_deferred_nice_keeps_its_old_state_so_nothing_is_subtracted_twice(tmp_
         st = r.state.jobs[j]
         assert st.ours(job.nice) and st.base == 0, (j, job.nice, st)
     assert {j for j in q.jobs if q.jobs[j].nice != nices[j]} == {a.job_id for a in paced.applied}
+
+
+def test_the_last_cycles_snapshot_is_not_alive_during_the_next_pull(tmp_path):
+    """At 100,000 jobs and associations a snapshot (and the result made from it) is hundreds of MB;
+    what the runner keeps of the last cycle (status, readiness) must not hold it beside the next
+    pull, or the daemon's peak memory doubles (issue 19)."""
+    import gc
+    import weakref
+
+    class Remembering(Queue):
+        def __init__(self, js):
+            super().__init__(js)
+            self.previous = None
+            self.previous_alive: list[bool] = []
+
+        def snapshot(self, *, jobs=True, details=False):
+            gc.collect()
+            if self.previous is not None:
+                self.previous_alive.append(self.previous() is not None)
+            snap = super().snapshot(jobs=jobs, details=details)
+            self.previous = weakref.ref(snap)
+            return snap
+
+    q = Remembering(jobs())
+    r = Runner(config_from_dict({"push": {"weight": 1000}}), q, q, None, tmp_path)
+    first = r.cycle()
+    assert first.snapshot is not None and first.pushed == 2  # the caller gets the whole cycle
+    del first
+    r.cycle()
+    r.cycle()
+    assert q.previous_alive == [False, False]
+    status = r.status()  # what is kept still answers status and readiness
+    assert status["cycle"] == 3 and status["outcome"] == "success" and r.last_good.number == 3

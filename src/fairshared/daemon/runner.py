@@ -210,9 +210,9 @@ class Runner:
             self._audit(res)
             # only now does status() report the cycle: a client that sees it finished finds its
             # metrics (while publish formats them a scrape gets the earlier bytes), log line and audit
-            self.last = res
+            self.last = kept = res.kept()  # the snapshot and result go: see CycleResult.kept
             if res.outcome in ("success", "push_failed"):
-                self.last_good = res
+                self.last_good = kept
             self._write_status()
         with self.done:
             self.done.notify_all()

@@ -178,16 +178,16 @@ class Service:
 
     # -- scheduling ---------------------------------------------------------------------------------
 
-    def _run_cycle(self, reason: str = "timer"):
+    def _run_cycle(self, reason: str = "timer") -> None:
+        # returns nothing: APScheduler would hand the cycle's whole result (snapshot and all) to its events
         if self.stopping.is_set():
-            return None  # a cycle queued before SIGTERM is dropped
+            return  # a cycle queued before SIGTERM is dropped
         res = self.runner.cycle(reason)
         if res.algorithm and self.metrics is not None:
             self._set_info()
         sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
                         + (" (dry run)" if res.dry_run else ""))
         self._reschedule()
-        return res
 
     def _reschedule(self) -> None:
         """Keep the timer at the cluster's period; after failures, back off."""
@@ -232,10 +232,9 @@ class Service:
         self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None,
                                **when)
 
-    def _run_requested(self, reason: str):
+    def _run_requested(self, reason: str) -> None:
         if self.requests.take():
-            return self._run_cycle(reason)
-        return None
+            self._run_cycle(reason)
 
     def http_recompute(self) -> tuple[int, dict]:
         """POST /-/recompute: (HTTP status, JSON body); see daemon/http.py."""

@@ -168,7 +168,9 @@ class SlurmCli(SlurmCommands):
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
         if kind == LFT:
             assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, settings)
+        del records, shown  # the parsed text goes before the jobs come (peak memory at 100,000 of each)
         skipped: list[str] = []
+        pending = self.pending_jobs(skipped) if jobs else []
         return Snapshot(
             associations=assocs,
             cluster=settings.cluster_name,
@@ -176,7 +178,7 @@ class SlurmCli(SlurmCommands):
             taken_at=taken,
             sibling_order=kind,
             settings=settings,
-            jobs=self.pending_jobs(skipped) if jobs else [],
+            jobs=pending,
             skipped_rows=skipped,
             controllers=slurm_controllers(raw_config),
         )
