@@ -444,6 +444,23 @@ def test_openmetrics_negotiation_is_one_valid_document(metrics):
     assert ctype.startswith("text/plain") and b"# EOF" not in text and b'fairshared_cycles_total{outcome="success"} 1.0' in text
 
 
+def test_formatting_family_by_family_gives_the_bytes_of_one_call(metrics):
+    """The view is encoded a family at a time (peak memory at 100,000 associations); the bytes must
+    be those of prometheus-client's one call over every family, in every format."""
+    from prometheus_client.exposition import choose_encoder
+
+    from fairshared.sinks.metrics import _Fixed
+
+    metrics.publish(cycle(1))
+    v = metrics._view
+    for accept in ("", "application/openmetrics-text; version=1.0.0", PROMETHEUS_ACCEPT,
+                   "text/plain;version=1.0.0;escaping=underscores"):
+        encoder, ctype = choose_encoder(accept)
+        whole = encoder(_Fixed(list(metrics._families(v))))
+        assert metrics._render_view(v, encoder, ctype) == whole and whole.count(b"# HELP") > 20
+        assert whole.count(b"# EOF") == (1 if "openmetrics" in ctype else 0)
+
+
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
                      "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;"
                      "escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2")

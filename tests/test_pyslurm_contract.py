@@ -529,8 +529,9 @@ def test_accounting_usage_reads_jobs_through_pyslurm_db_jobs(pyslurm):
 
 def test_pyslurm_objects_are_released_while_read(pyslurm, backend, monkeypatch):
     """At 100,000 jobs and associations pyslurm's objects are hundreds of MB: its associations are
-    gone before its jobs are loaded, and each job is freed once read, so that pyslurm's jobs and
-    the model's are never all alive together (peak memory, issue 19)."""
+    gone before the usage (scontrol's 77 MB of text at that size) is read and its jobs are loaded,
+    and each job is freed once read, so that pyslurm's jobs and the model's are never all alive
+    together (peak memory, issue 19)."""
     import gc
     import weakref
 
@@ -567,7 +568,14 @@ def test_pyslurm_objects_are_released_while_read(pyslurm, backend, monkeypatch):
         return real_convert(j)
 
     monkeypatch.setattr(pyslurm_source, "jobs_from_pyslurm", convert)
-    jobs = source().snapshot().jobs
-    assert len(assoc_refs) == 11 and alive_at_jobs_load == [0]
+    alive_at_usage: list[int] = []
+
+    def usage():
+        gc.collect()
+        alive_at_usage.append(sum(r() is not None for r in assoc_refs))
+        return dict(USAGE)
+
+    jobs = source(usage=usage).snapshot().jobs
+    assert len(assoc_refs) == 11 and alive_at_usage == [0] and alive_at_jobs_load == [0]
     assert [j.job_id for j in jobs] == list(range(200, 210))  # pyslurm's order kept
     assert alive_when_read == [0] * 10
