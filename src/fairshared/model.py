@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, Union
 
 from .settings import ClusterSettings
@@ -272,3 +272,9 @@ class Snapshot:
     warnings: list[str] = field(default_factory=list)
     # for a snapshot file or the demo: the time its job priorities are evaluated at
     evaluated_at: float | None = None
+
+    def with_empty_details(self) -> "Snapshot":
+        """This snapshot with details that say nothing: a default cluster (no partitions, QOS or
+        nodes), evaluated at the time it was taken.  For inputs that carry no details (a read of the
+        tree alone, sshare text, a snapshot file without ``priority_inputs``)."""
+        return replace(self, cluster_info=ClusterInfo(), evaluated_at=self.taken_at)

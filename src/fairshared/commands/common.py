@@ -15,7 +15,7 @@ from ..engine import Params, build_tree, compute
 from ..engine.decide import decide
 from ..engine.result import Result
 from ..inputs.priority_snapshot import load_inputs_file, read_text, save_inputs
-from ..model import ClusterInfo, InputError, Snapshot
+from ..model import InputError, Snapshot
 from ..settings import ClusterSettings
 from ..slurm.sshare import parse_sshare
 from ..sources.slurm_cli import SlurmCli
@@ -75,8 +75,7 @@ def load_inputs(args: argparse.Namespace, *, sshare: bool = False) -> Snapshot:
     if getattr(args, "from_sshare", None):
         text, name = read_text(args.from_sshare)
         snap = parse_sshare(io.StringIO(text), name)
-        return replace(snap, cluster_info=ClusterInfo(), reported_fairshare=snap.reported_fairshare or None,
-                       evaluated_at=snap.taken_at)
+        return replace(snap.with_empty_details(), reported_fairshare=snap.reported_fairshare or None)
     if getattr(args, "snapshot", None):
         return load_inputs_file(args.snapshot)
     if getattr(args, "demo", False):

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 
 from ..engine import ALGORITHMS, build_tree, compute
 from ..engine.decide import decide
 from ..inputs.priority_snapshot import save_inputs
-from ..model import ClusterInfo, InputError, Snapshot
+from ..model import InputError, Snapshot
 from ..output import COLUMNS, FORMATS, parse_columns, selected, write
 from ..sources.slurm_cli import SlurmCli
 from . import name_list
@@ -59,7 +58,7 @@ def load_input(args: argparse.Namespace) -> Snapshot:
     sprio/explain/compare read from --demo, --snapshot or --from-sshare."""
     if args.source == "slurm" and not args.save_snapshot:
         snap = SlurmCli(timeout=args.timeout).snapshot(jobs=False)
-        return replace(snap, cluster_info=ClusterInfo(), evaluated_at=snap.taken_at)
+        return snap.with_empty_details()
     return load_inputs(args)
 
 

@@ -79,7 +79,7 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> Snapshot:
     snap = snapshot_from_dict(doc, name)
     block = doc.get("priority_inputs") if isinstance(doc, dict) else None
     if block is None:
-        return replace(snap, cluster_info=ClusterInfo(), evaluated_at=snap.taken_at)
+        return snap.with_empty_details()
     where = f"{name}: priority_inputs"
     if not isinstance(block, dict) or block.get("version") != PRIORITY_INPUTS_VERSION:
         raise InputError(f"is not a version {PRIORITY_INPUTS_VERSION} object", where)
