@@ -44,13 +44,13 @@ from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
 from fairshared.engine.tree import Tree, build_tree  # noqa: E402
 from fairshared.model import PARENT, Association, Job, Snapshot  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
-from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_tree  # noqa: E402
+from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_ids  # noqa: E402
 from fairshared.slurm.assoc_mgr import AssocRecord, parse_assoc_mgr  # noqa: E402
 from fairshared.settings import ClusterSettings  # noqa: E402
 from fairshared.slurm.config import parse_config  # noqa: E402
 from fairshared.slurm.sprio import parse_sprio_facts  # noqa: E402
 from fairshared.slurm.squeue import SEP, parse_squeue  # noqa: E402
-from fairshared.slurm.sshare import parse_sshare  # noqa: E402
+from fairshared.slurm.sshare import parse_sshare, parse_sshare_ids  # noqa: E402
 
 # ================================================================================================
 # Synthetic Slurm text
@@ -168,6 +168,41 @@ def sshare_text(assocs: list[Association]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def sshare_ids_text(assocs: list[Association]) -> str:
+    """``sshare -a -P -o ID,User,Partition,RawShares,FairShare``: sshare_text()'s rows and order, by
+    the IDs of assoc_mgr_text() and without the Account column."""
+    ids = {a.key: i for i, a in enumerate(assocs, start=1)}
+    res = compute(assocs, "fair_tree")
+    t = res.tree
+    fs = {t.key(i): float(res.fairshare[i]) for i in range(t.n) if t.user[i] is not None}
+    kids: dict[str, list[Association]] = {a.account: [] for a in assocs if a.user is None}
+    for a in assocs[1:]:
+        kids[a.parent_account].append(a)
+    rows = ["ID|User|Partition|RawShares|FairShare"]
+    stack = [assocs[0]]
+    while stack:
+        a = stack.pop()
+        shares = "" if a.user is None and a.parent is None else ("parent" if a.shares == PARENT else a.shares)
+        rows.append(f"{ids[a.key]}|{a.user or ''}|{a.partition or ''}|{shares}|"
+                    f"{fs[a.key]:f}" if a.user is not None else f"{ids[a.key]}||{a.partition or ''}|{shares}|")
+        if a.user is None:
+            stack.extend(sorted(kids[a.account], key=name_key, reverse=True))
+    return "\n".join(rows) + "\n"
+
+
+def tree_check_with_names(ours: list[Association], shown: list[Association]) -> None:
+    """The cross-check before it read sshare by ID (slurm_cli.check_same_tree until 2026-11-25): the
+    whole ``sshare -a -l -P -m``, compared by (account, user, partition), shares and parents."""
+    a = {x.key: x for x in ours}
+    b = {x.key: x for x in shown}
+    if set(a) != set(b):
+        raise AssertionError("the trees differ")
+    for k, x in a.items():
+        y = b[k]
+        if k != ("root", None, None) and (x.shares != y.shares or x.parent_account != y.parent_account):
+            raise AssertionError(f"{x.label()} differs")
+
+
 TIME_LIMITS = ("1-00:00:00", "2:00:00", "30:00", "UNLIMITED", "7-00:00:00", "12:00:00")
 REASONS = ("Priority", "Priority", "Priority", "Resources", "AssocGrpCpuLimit", "Dependency")
 
@@ -262,6 +297,8 @@ class Canned(SlurmCli):
             return CONFIG
         if argv[:3] == ["scontrol", "show", "assoc_mgr"]:
             return self.texts["assoc_mgr"]
+        if argv[0] == "sshare" and "-o" in argv:
+            return self.texts["sshare_ids"]
         if argv[0] in ("sshare", "squeue", "sprio"):
             return self.texts[argv[0]]
         raise AssertionError(f"unexpected command {argv}")
@@ -372,7 +409,16 @@ def main() -> int:
         rep.row("parse_sshare (-a -l -P -m)", what, lambda: parse_sshare(share.splitlines(True), "sshare"),
                 lambda: old.parse_sshare(share.splitlines(True), "sshare"), lambda a, b: a == b)
         shown = parse_sshare(share.splitlines(True), "sshare")
-        rep.row("check_same_tree", what, lambda: check_same_tree(ours, shown.associations))
+        ids_text = sshare_ids_text(assocs)
+
+        def by_names():
+            full = parse_sshare(share.splitlines(True), "sshare")
+            tree_check_with_names(ours, full.associations)
+            return full.reported_fairshare
+
+        rep.row("sshare check (by ID; old by names)", what,
+                lambda: check_same_ids(records, ours, parse_sshare_ids(ids_text)), by_names,
+                lambda a, b: a == b)
         reported = shown.reported_fairshare
         rep.row("order_of_22_05 (infer lft/name)", what,
                 lambda: SlurmCli().order_of_22_05(ours, reported, ClusterSettings()),
@@ -383,7 +429,7 @@ def main() -> int:
     for n in job_counts:
         assocs = make_cluster(max(1000, min(n, 10000)))
         squeue, sprio = jobs_text(assocs, n)
-        cmds = Canned(texts={"assoc_mgr": "", "sshare": "", "squeue": squeue, "sprio": sprio})
+        cmds = Canned(texts={"assoc_mgr": "", "sshare": "", "sshare_ids": "", "squeue": squeue, "sprio": sprio})
         what = f"{n:,} jobs"
         rep.row("parse_squeue", what, lambda: parse_squeue(squeue), lambda: old.parse_squeue(squeue),
                 lambda a, b: a == b and [j.tres for j in a] == [j.tres for j in b])
@@ -406,8 +452,8 @@ def main() -> int:
     for n_assocs, n_jobs in zip(sizes, job_counts):
         assocs = make_cluster(n_assocs)
         squeue, sprio = jobs_text(assocs, n_jobs)
-        texts = {"assoc_mgr": assoc_mgr_text(assocs), "sshare": sshare_text(assocs), "squeue": squeue,
-                 "sprio": sprio}
+        texts = {"assoc_mgr": assoc_mgr_text(assocs), "sshare": sshare_text(assocs),
+                 "sshare_ids": sshare_ids_text(assocs), "squeue": squeue, "sprio": sprio}
         cmds, old_cmds = Canned(texts=texts), OldCanned(texts=texts)
         rep.row("SlurmCli.snapshot (whole pull)", f"{n_assocs:,} assocs, {n_jobs:,} jobs",
                 lambda: cmds.snapshot(), lambda: old_cmds.snapshot(), snapshots_equal)

@@ -151,6 +151,16 @@ def sshare_text() -> str:
     return "\n".join(rows) + "\n"
 
 
+def sshare_ids_text() -> str:
+    """``sshare -a -P -o ID,User,Partition,RawShares,FairShare``: the pull's cross-check, by the IDs of
+    assoc_mgr_text()."""
+    rows = ["ID|User|Partition|RawShares|FairShare"]
+    for i, ((acct, user, part), _parent, shares, _usage, _) in enumerate(TREE, start=1):
+        rows.append(f"{i}|{user or ''}|{part or ''}|{'' if acct == 'root' and not user else shares}"
+                    f"|{'0.5' if user else ''}")
+    return "\n".join(rows) + "\n"
+
+
 def sacctmgr_assoc_text() -> str:
     return "".join(f"{acct}|{user or ''}|{part or ''}|{order}\n" for (acct, user, part), *_r, order in TREE)
 
@@ -195,7 +205,8 @@ def responses(cluster: str = "fs", assoc_mgr_ok: bool = True, hostile_running: b
             ok(["show", "node"], NODES),
             ok(["update"], ""),
         ],
-        "sshare": [ok(["-a", "-l", "-P"], sshare_text()), ok([], "ok\n")],
+        "sshare": [ok(["-a", "-l", "-P"], sshare_text()), ok(["-a", "-P", "-o"], sshare_ids_text()),
+                   ok([], "ok\n")],
         "sacctmgr": [ok(["show", "assoc"], sacctmgr_assoc_text()),
                      ok(["format=name,usagefactor"], "normal|1.000000\n"),
                      ok(["format=name,priority"], "normal|0\n")],
@@ -233,7 +244,8 @@ SACCT = ("sacct", "-P", "-n", "-X", "-a", "-D", "--noconvert", "-o", SACCT_FORMA
 SHAPES = {
     "config": ("scontrol", "show", "config"),
     "assoc_mgr": ("scontrol", "show", "assoc_mgr", "flags=assoc"),
-    "sshare": ("sshare", "-a", "-l", "-P", "-m"),
+    "sshare": ("sshare", "-a", "-P", "-o", "ID,User,Partition,RawShares,FairShare"),
+    "sshare_full": ("sshare", "-a", "-l", "-P", "-m"),
     "squeue": ("squeue", "-h", "-a", "-t", "PD", "-O", SQUEUE_LONG),
     "sprio": ("sprio", "-h", "-o", SPRIO_FORMAT),
     "partitions": ("scontrol", "-a", "-o", "show", "partition"),

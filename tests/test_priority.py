@@ -472,8 +472,9 @@ def fake_live_cli(tmp_path):
     sshare = ("Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS\n"
               "root||||0.000000|100||1.000000||\n prxa|||10|1.000000|100|1.000000|1.000000||1.000000\n"
               "  prxa|prx2||1|1.000000|100|1.000000|1.000000|1.000000|1.000000\n")
+    sshare_ids = "ID|User|Partition|RawShares|FairShare\n1||||\n2|||10|\n3|prx2||1|1.000000\n"
     cli = FakeCli({("scontrol", "show", "config"): config, ("scontrol", "show", "assoc_mgr"): assoc,
-                   ("sshare",): sshare, ("scontrol", "-a", "-o", "show", "partition"): PARTITION_LINE + "\n",
+                   ("sshare", "-a", "-l"): sshare, ("sshare", "-a", "-P", "-o"): sshare_ids, ("scontrol", "-a", "-o", "show", "partition"): PARTITION_LINE + "\n",
                    ("scontrol", "-a", "-o", "show", "node"): NODE_LINE + "\n",
                    ("sacctmgr", "-nP", "show", "qos"): "normal|0\n", ("squeue",): SQUEUE_OUT,
                    ("sprio",): SPRIO_OUT})

@@ -3,7 +3,9 @@
 From 23.11 the association manager's tree carries its sibling order (``Lineage``), and sshare is
 only a cross-check; sshare's client is quadratic in the associations (58 s at 100,000 on 25.11.7),
 so the pull runs it only when the tree differs from the one sshare last confirmed.  22.05 runs it
-every read: its sibling order is inferred from sshare's ranks.
+every read: its sibling order is inferred from sshare's ranks.  The pull reads sshare by
+association ID, without the Account column that makes it quadratic; what it reads must be what
+the whole ``sshare -a -l -P -m`` says.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 import pytest
 
 import slurm_cluster as sc
-from fairshared.sources.slurm_cli import SlurmCli
+from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_ids
 
 pytestmark = pytest.mark.slurm
 
@@ -61,3 +63,27 @@ def test_sshare_runs_again_only_when_the_tree_changes(slurm):
             assert n2 == n1 + 1  # 22.05: every read
     finally:
         sc.remove_objects([USER], [ACCOUNT])
+
+
+def test_sshare_by_id_says_what_the_whole_sshare_says(slurm):
+    """Every association of the test cluster (nested accounts, FairShare=parent, users in several
+    accounts): sshare read by ID and tied to the association manager's
+    records gives each association the user, partition, shares and FairShare the whole sshare
+    gives it, and check_same_ids accepts it."""
+    sc.ensure_cluster("fair_tree")
+    cli = SlurmCli(env=sc.cluster_env(), timeout=60)
+    with cli.one_read():
+        records = cli.assoc_mgr()
+        rows = cli.sshare_ids()
+        whole = cli.sshare()
+    assocs = associations_from_assoc_mgr(records)
+    reported = check_same_ids(records, assocs, rows)
+    assert len(rows) == len(records) == len(whole.associations) > 10
+    by_key = {a.key: a for a in whole.associations}
+    for r, a in zip(records, assocs):
+        row, w = rows[r.id], by_key[a.key]
+        assert (row.user, row.partition) == (w.user, w.partition)
+        if a.parent_account is not None:
+            assert row.shares == w.shares == a.shares, a.label()
+    assert reported == whole.reported_fairshare and reported
+    assert any(a.shares == "parent" for a in assocs)

@@ -6,7 +6,8 @@ import pytest
 
 from fairshared.model import PARENT, InputError
 from fairshared.records import SourceError
-from fairshared.sources.slurm_cli import associations_from_assoc_mgr, check_same_tree
+from fairshared.sources.slurm_cli import associations_from_assoc_mgr, check_same_ids
+from fairshared.slurm.sshare import ShareRow, parse_sshare_ids
 from fairshared.slurm.assoc_mgr import parse_assoc_mgr
 from fairshared.slurm.config import parse_config, priority_config
 from fairshared.slurm.sprio import SprioFacts, parse_sprio_facts
@@ -172,8 +173,54 @@ def test_no_sluid_reaches_the_job_parsers():
     assert "cannot read the job" in skipped[0] and "s0a1b2c3d4e5f6" in skipped[0]
 
 
+def _ids_text(records, assocs, change=None) -> str:
+    """``sshare -a -P -o ID,User,Partition,RawShares,FairShare`` for these records (FairShare 0.5 for
+    users); ``change`` rewrites one row's fields {id: {field: value}}."""
+    rows = ["ID|User|Partition|RawShares|FairShare"]
+    for r, a in zip(records, assocs):
+        f = {"ID": str(r.id), "User": r.user or "", "Partition": r.partition or "",
+             "RawShares": "" if a.parent_account is None else str(a.shares), "FairShare": "0.5" if r.user else ""}
+        f.update((change or {}).get(r.id, {}))
+        if f["ID"] is not None:
+            rows.append("|".join(f[k] for k in ("ID", "User", "Partition", "RawShares", "FairShare")))
+    return "\n".join(rows) + "\n"
+
+
 def test_tree_changed_between_reads_is_an_error():
-    assocs = associations_from_assoc_mgr(parse_assoc_mgr(ASSOC_MGR))
-    check_same_tree(assocs, list(assocs))
-    with pytest.raises(SourceError, match="changed while it was read"):
-        check_same_tree(assocs, assocs[:-1])
+    """The association manager and sshare (read by association ID) must list the same associations
+    with the same user, partition and shares; sshare's FairShare comes back by association key."""
+    records = parse_assoc_mgr(ASSOC_MGR)
+    assocs = associations_from_assoc_mgr(records)
+    users = [a.key for a in assocs if a.user is not None]
+    assert check_same_ids(records, assocs, parse_sshare_ids(_ids_text(records, assocs))) == {k: 0.5 for k in users}
+    last, acct = records[-1], next(r for r in records if r.user is None and r.parent_id is not None)
+    for change, match in [
+        ({last.id: {"ID": None}}, rf"only the association manager lists .* \(ID {last.id}\)"),
+        ({last.id: {"ID": "999"}}, "only the association manager lists"),
+        ({acct.id: {"RawShares": "7"}}, rf"account '{acct.account}' \(ID {acct.id}\) differs .*shares 7"),
+        ({last.id: {"User": "mallory"}}, ".* differs .*user 'mallory'"),
+        ({last.id: {"Partition": "gpu"}}, ".* differs .*partition 'gpu'"),
+    ]:
+        with pytest.raises(SourceError, match="changed while it was read: " + match):
+            check_same_ids(records, assocs, parse_sshare_ids(_ids_text(records, assocs, change)))
+    extra = _ids_text(records, assocs) + "999|eve||1|0.1\n"
+    with pytest.raises(SourceError, match="only sshare lists association ID 999"):
+        check_same_ids(records, assocs, parse_sshare_ids(extra))
+
+
+def test_sshare_by_id_names_what_it_cannot_read():
+    good = "ID|User|Partition|RawShares|FairShare\n1||||\n7|bob|gpu|parent|0.25\n"
+    rows = parse_sshare_ids(good)
+    assert rows[7] == ShareRow("bob", "gpu", PARENT, 0.25) and rows[1] == ShareRow(None, None, None, None)
+    assert parse_sshare_ids(good.replace("\n", "|\n")) == rows  # sshare -p: a trailing "|"
+    for text, match in [
+        ("", "is empty"),
+        ("Account|User|RawShares\n", "header is 'Account|User|RawShares', expected"),
+        ("ID|User|Partition|RawShares|FairShare\nx||||\n", r":2: ID 'x' is not a number"),
+        ("ID|User|Partition|RawShares|FairShare\n3||||\n3||||\n", ":3: lists association ID 3 twice"),
+        ("ID|User|Partition|RawShares|FairShare\n3|a||1|high\n", "FairShare 'high' is not a number"),
+        ("ID|User|Partition|RawShares|FairShare\n3|a||-1|0.5\n", "shares"),
+        ("ID|User|Partition|RawShares|FairShare\n3|a||1\n", "has 4 fields, expected 5"),
+    ]:
+        with pytest.raises(InputError, match=match):
+            parse_sshare_ids(text, "sshare")

@@ -8,15 +8,20 @@ timeout, an error that names the command, each command once per read):
 * ``scontrol show assoc_mgr flags=assoc`` — slurmctld's association tree: raw shares,
   raw usage (two decimals, where sshare truncates) and the sibling order Fair
   Tree's ties depend on (``Lft``; ``Lineage`` from 23.11);
-* ``sshare -a -l -P -m``                  — the same tree as sshare reports it; used to
-  cross-check the association manager's view, and as the fallback when that
-  command is refused (never when it times out: slurmctld hangs, and the fallback's sshare
-  would wait on it again; the read fails with :class:`~.base.SourceTimeout`).  From 23.11
-  (``Lineage``) the cross-check runs only when the tree (associations, shares, parents,
-  order) differs from the last one sshare confirmed: sshare's client names each row's
-  parent by a linear search (``slurmdb_tree_name_get``), quadratic in the associations —
-  58 s at 100,000 on 25.11.7, against 0.6 s at 10,000.  22.05 needs it every read: its
-  sibling order is inferred from sshare's ranks and changes with no change to the tree;
+* ``sshare -a -P -o ID,User,Partition,RawShares,FairShare`` — sshare's view of the same
+  associations, by association ID: it cross-checks the association manager's (the same
+  associations, each with the same user, partition and shares; parents are the association
+  manager's ``ParentAccount=`` alone) and gives 22.05's order inference sshare's ranks.  It
+  leaves out the Account column: sshare's client names each row's account by a linear search
+  of the rows before it (``slurmdb_tree_name_get``), quadratic in the associations — 58 s at
+  100,000 on 22.05.8 and 25.11.7 with the column, about 1 s without.  From 23.11 (``Lineage``)
+  it runs only when the tree (associations, shares, parents, order) differs from the last one
+  sshare confirmed; 22.05 needs it every read: its sibling order is inferred from sshare's
+  ranks and changes with no change to the tree;
+* ``sshare -a -l -P -m``                  — the tree as sshare reports it, names and all: the
+  fallback when ``scontrol show assoc_mgr`` is refused (never when it times out: slurmctld
+  hangs, and the fallback's sshare would wait on it again; the read fails with
+  :class:`~.base.SourceTimeout`);
 * ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
   fallback;
 * ``squeue`` and ``sprio``                — the pending jobs and the SiteFactor each holds, and
@@ -38,7 +43,7 @@ from ..slurm.assoc_mgr import AssocRecord, parse_assoc_mgr
 from ..slurm.config import controllers as slurm_controllers
 from ..slurm.config import parse_config, priority_config
 from ..slurm.sacctmgr import parse_sacctmgr_assoc
-from ..slurm.sshare import parse_sshare
+from ..slurm.sshare import ID_FIELDS, ShareRow, parse_sshare, parse_sshare_ids
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from ..settings import ClusterSettings
@@ -79,6 +84,11 @@ class SlurmCli(SlurmCommands):
     def sshare(self) -> Snapshot:
         text = self.run(["sshare", "-a", "-l", "-P", "-m"])
         return parse_sshare(io.StringIO(text), "sshare -a -l -P -m")
+
+    def sshare_ids(self) -> dict[int, ShareRow]:
+        """sshare's associations by ID, without the Account column (see the module docs)."""
+        argv = ["sshare", "-a", "-P", "-o", ",".join(ID_FIELDS)]
+        return parse_sshare_ids(self.run(argv), " ".join(argv))
 
     def sibling_order(self, cluster: str | None, version: str | None) -> tuple[str, dict]:
         """Slurm's sibling order from slurmdbd: ``lft`` before 23.11, ``lineage`` after."""
@@ -147,18 +157,18 @@ class SlurmCli(SlurmCommands):
         except (SourceError, InputError) as exc:
             records = None
             fallback_reason = str(exc)
-        shown = None
+        reported: dict = {}  # sshare's FairShare of each user association, when sshare was read
         if records is not None:
             assocs = associations_from_assoc_mgr(records)
             kind = "lineage" if any(isinstance(a.order, str) for a in assocs) else "lft"
             source = "slurm-cli (scontrol show assoc_mgr)"
             tree = tree_hash(assocs) if kind == "lineage" else None
             if tree is None or tree != self.confirmed_tree:
-                shown = self.sshare()
-                check_same_tree(assocs, shown.associations)
+                reported = check_same_ids(records, assocs, self.sshare_ids())
                 self.confirmed_tree = tree
         else:
             shown = self.sshare()
+            reported = shown.reported_fairshare or {}
             kind, order = self.sibling_order(settings.cluster_name, settings.slurm_version)
             missing = [a for a in shown.associations if a.key not in order]
             if missing:
@@ -167,8 +177,8 @@ class SlurmCli(SlurmCommands):
                       for a in shown.associations]
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
         if kind == LFT:
-            assocs, kind = self.order_of_22_05(assocs, shown.reported_fairshare, settings)
-        del records, shown  # the parsed text goes before the jobs come (peak memory at 100,000 of each)
+            assocs, kind = self.order_of_22_05(assocs, reported, settings)
+        del records, reported  # the parsed text goes before the jobs come (peak memory at 100,000 of each)
         skipped: list[str] = []
         pending = self.pending_jobs(skipped) if jobs else []
         return Snapshot(
@@ -207,19 +217,30 @@ def associations_from_assoc_mgr(records: list[AssocRecord]) -> list[Association]
     return out
 
 
-def check_same_tree(ours: list[Association], shown: list[Association]) -> None:
-    """The association manager and sshare must describe the same tree with the same shares."""
-    a = {x.key: x for x in ours}
-    b = {x.key: x for x in shown}
-    only_a = sorted(set(a) - set(b), key=str)
-    only_b = sorted(set(b) - set(a), key=str)
-    if only_a or only_b:
-        k = (only_a or only_b)[0]
-        where = "the association manager" if only_a else "sshare"
-        raise SourceError(f"the association tree changed while it was read: only {where} lists {k}")
-    for k, x in a.items():
-        y = b[k]
-        if k != ("root", None, None) and (x.shares != y.shares or x.parent_account != y.parent_account):
-            raise SourceError(f"the association tree changed while it was read: {x.label()} differs "
-                              f"(shares {x.shares!r}/{y.shares!r}, "
-                              f"parent {x.parent_account!r}/{y.parent_account!r})")
+def check_same_ids(records: list[AssocRecord], assocs: list[Association],
+                   rows: dict[int, ShareRow]) -> dict[tuple, float]:
+    """The association manager (``records``, and ``assocs`` made from them in the same order) and
+    sshare's rows by ID must list the same associations, each with the same user, partition and
+    shares (root's shares aside: slurmctld ignores them).  Returns sshare's FairShare of each user
+    association, by (account, user, partition)."""
+    ids = {r.id for r in records}
+    if len(ids) != len(rows) or not ids.issuperset(rows):
+        only_a = sorted(ids.difference(rows))
+        only_b = sorted(set(rows).difference(ids))
+        if only_a:
+            a = assocs[next(i for i, r in enumerate(records) if r.id == only_a[0])]
+            what = f"only the association manager lists {a.label()} (ID {only_a[0]})"
+        else:
+            what = f"only sshare lists association ID {only_b[0]}"
+        raise SourceError(f"the association tree changed while it was read: {what}")
+    reported = {}
+    for r, a in zip(records, assocs):
+        row = rows[r.id]
+        if (row.user != r.user or row.partition != r.partition
+                or (a.parent_account is not None and row.shares != a.shares)):
+            raise SourceError(f"the association tree changed while it was read: {a.label()} (ID {r.id}) "
+                              f"differs (sshare: user {row.user!r}, partition {row.partition!r}, "
+                              f"shares {row.shares!r}; the association manager: shares {a.shares!r})")
+        if r.user is not None and row.fairshare is not None:
+            reported[a.key] = row.fairshare
+    return reported
