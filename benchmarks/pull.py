@@ -416,7 +416,7 @@ def main() -> int:
             tree_check_with_names(ours, full.associations)
             return full.reported_fairshare
 
-        rep.row("sshare check (by ID; old by names)", what,
+        rep.row("sshare check (ID; old: names)", what,
                 lambda: check_same_ids(records, ours, parse_sshare_ids(ids_text)), by_names,
                 lambda a, b: a == b)
         reported = shown.reported_fairshare
