@@ -144,27 +144,33 @@ def assoc_mgr_text(assocs: list[Association], cluster: str = "fsbench") -> str:
     return "\n".join(out)
 
 
-def sshare_text(assocs: list[Association]) -> str:
-    """``sshare -a -l -P -m`` as 22.05 prints it: the tree depth first, users then accounts by name,
-    FairShare from Fair Tree under the lft order (what slurmctld holds after a load)."""
+def _sshare_rows(assocs: list[Association]):
+    """(association, depth, RawShares, FairShare) in the order 22.05's sshare prints them: the tree
+    depth first, users then accounts by name, FairShare from Fair Tree under the lft order (what
+    slurmctld holds after a load)."""
     res = compute(assocs, "fair_tree")
     t = res.tree
     fs = {t.key(i): float(res.fairshare[i]) for i in range(t.n) if t.user[i] is not None}
     kids: dict[str, list[Association]] = {a.account: [] for a in assocs if a.user is None}
     for a in assocs[1:]:
         kids[a.parent_account].append(a)
-    rows = ["Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|"
-            "GrpTRESMins|TRESRunMins"]
-    run_mins = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0"
     stack = [(assocs[0], 0)]
     while stack:
         a, depth = stack.pop()
         shares = "" if a.user is None and a.parent is None else ("parent" if a.shares == PARENT else a.shares)
-        fair = f"{fs[a.key]:f}" if a.user is not None else ""
-        rows.append(f"{' ' * depth}{a.account}|{a.user or ''}|{a.partition or ''}|{shares}|0.012345|"
-                    f"{int(a.usage)}|0.000123|0.004567|{fair}|1.234567||{run_mins}")
+        yield a, depth, shares, f"{fs[a.key]:f}" if a.user is not None else ""
         if a.user is None:
             stack.extend((k, depth + 1) for k in sorted(kids[a.account], key=name_key, reverse=True))
+
+
+def sshare_text(assocs: list[Association]) -> str:
+    """``sshare -a -l -P -m`` as 22.05 prints it (:func:`_sshare_rows`)."""
+    rows = ["Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|"
+            "GrpTRESMins|TRESRunMins"]
+    run_mins = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0"
+    for a, depth, shares, fair in _sshare_rows(assocs):
+        rows.append(f"{' ' * depth}{a.account}|{a.user or ''}|{a.partition or ''}|{shares}|0.012345|"
+                    f"{int(a.usage)}|0.000123|0.004567|{fair}|1.234567||{run_mins}")
     return "\n".join(rows) + "\n"
 
 
@@ -172,21 +178,9 @@ def sshare_ids_text(assocs: list[Association]) -> str:
     """``sshare -a -P -o ID,User,Partition,RawShares,FairShare``: sshare_text()'s rows and order, by
     the IDs of assoc_mgr_text() and without the Account column."""
     ids = {a.key: i for i, a in enumerate(assocs, start=1)}
-    res = compute(assocs, "fair_tree")
-    t = res.tree
-    fs = {t.key(i): float(res.fairshare[i]) for i in range(t.n) if t.user[i] is not None}
-    kids: dict[str, list[Association]] = {a.account: [] for a in assocs if a.user is None}
-    for a in assocs[1:]:
-        kids[a.parent_account].append(a)
     rows = ["ID|User|Partition|RawShares|FairShare"]
-    stack = [assocs[0]]
-    while stack:
-        a = stack.pop()
-        shares = "" if a.user is None and a.parent is None else ("parent" if a.shares == PARENT else a.shares)
-        rows.append(f"{ids[a.key]}|{a.user or ''}|{a.partition or ''}|{shares}|"
-                    f"{fs[a.key]:f}" if a.user is not None else f"{ids[a.key]}||{a.partition or ''}|{shares}|")
-        if a.user is None:
-            stack.extend(sorted(kids[a.account], key=name_key, reverse=True))
+    for a, _depth, shares, fair in _sshare_rows(assocs):
+        rows.append(f"{ids[a.key]}|{a.user or ''}|{a.partition or ''}|{shares}|{fair}")
     return "\n".join(rows) + "\n"
 
 
