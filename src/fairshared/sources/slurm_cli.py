@@ -175,6 +175,7 @@ class SlurmCli(SlurmCommands):
                 raise SourceError(f"sacctmgr does not know {missing[0].label()} that sshare shows")
             assocs = [Association(a.account, a.user, a.parent, a.shares, a.usage, a.partition, order[a.key])
                       for a in shown.associations]
+            del shown, order  # like records below: gone before the jobs are read
             source = f"slurm-cli (sshare; assoc_mgr unavailable: {fallback_reason})"
         if kind == LFT:
             assocs, kind = self.order_of_22_05(assocs, reported, settings)
