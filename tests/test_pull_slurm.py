@@ -66,24 +66,46 @@ def test_sshare_runs_again_only_when_the_tree_changes(slurm):
 
 
 def test_sshare_by_id_says_what_the_whole_sshare_says(slurm):
-    """Every association of the test cluster (nested accounts, FairShare=parent, users in several
-    accounts): sshare read by ID and tied to the association manager's
-    records gives each association the user, partition, shares and FairShare the whole sshare
-    gives it, and check_same_ids accepts it."""
+    """Nested accounts, FairShare=parent and a user in two accounts (its own tree, beside whatever
+    earlier tests left): sshare read by ID and tied to the association manager's records gives each
+    association the user, partition, shares and FairShare the whole sshare gives it, and
+    check_same_ids accepts it."""
     sc.ensure_cluster("fair_tree")
-    cli = SlurmCli(env=sc.cluster_env(), timeout=60)
-    with cli.one_read():
-        records = cli.assoc_mgr()
-        rows = cli.sshare_ids()
-        whole = cli.sshare()
-    assocs = associations_from_assoc_mgr(records)
-    reported = check_same_ids(records, assocs, rows)
-    assert len(rows) == len(records) == len(whole.associations) > 10
-    by_key = {a.key: a for a in whole.associations}
-    for r, a in zip(records, assocs):
-        row, w = rows[r.id], by_key[a.key]
-        assert (row.user, row.partition) == (w.user, w.partition)
-        if a.parent_account is not None:
-            assert row.shares == w.shares == a.shares, a.label()
-    assert reported == whole.reported_fairshare and reported
-    assert any(a.shares == "parent" for a in assocs)
+    users, accounts = ["psid1", "psid2"], ["psida", "psidb"]
+    sc.remove_objects(users, accounts)
+    for u in users:
+        sc.add_unix_user(u)
+    c = f"cluster={sc.CLUSTER_NAME}"
+    sc.sacctmgr("add", "account", "name=psida", "parent=root", "fairshare=5", c)
+    sc.sacctmgr("add", "account", "name=psidb", "parent=psida", "fairshare=parent", c)
+    sc.sacctmgr("add", "user", "name=psid1", "account=psida", "fairshare=3", c)
+    sc.sacctmgr("add", "user", "name=psid1", "account=psidb", "fairshare=parent", c)
+    sc.sacctmgr("add", "user", "name=psid2", "account=psidb", "fairshare=2", c)
+    try:
+        cli = SlurmCli(env=sc.cluster_env(), timeout=60)
+        deadline = time.monotonic() + 30
+        while True:  # slurmdbd -> slurmctld
+            with cli.one_read():
+                records = cli.assoc_mgr()
+                rows = cli.sshare_ids()
+                whole = cli.sshare()
+            if {("psidb", "psid2", None), ("psidb", "psid1", None)} <= {a.key for a in whole.associations} \
+                    and len(rows) == len(records):
+                break
+            assert time.monotonic() < deadline, "slurmctld never got the test associations"
+            time.sleep(0.5)
+        assocs = associations_from_assoc_mgr(records)
+        reported = check_same_ids(records, assocs, rows)
+        assert len(rows) == len(records) == len(whole.associations) >= 7
+        by_key = {a.key: a for a in whole.associations}
+        for r, a in zip(records, assocs):
+            row, w = rows[r.id], by_key[a.key]
+            assert (row.user, row.partition) == (w.user, w.partition)
+            if a.parent_account is not None:
+                assert row.shares == w.shares == a.shares, a.label()
+        assert reported == whole.reported_fairshare and ("psidb", "psid2", None) in reported
+        assert {a.key: a.shares for a in assocs if a.account.startswith("psid")} == {
+            ("psida", None, None): 5, ("psidb", None, None): "parent", ("psida", "psid1", None): 3,
+            ("psidb", "psid1", None): "parent", ("psidb", "psid2", None): 2}
+    finally:
+        sc.remove_objects(users, accounts)
