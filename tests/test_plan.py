@@ -109,9 +109,10 @@ def test_contribution_rounds_and_ignores_nan():
 def test_each_push_mode_is_one_object_with_its_own_after_push_rule(result):
     from fairshared.push_modes import MODES, PlanInputs, mode_for
 
-    assert set(MODES) == {"site_factor", "nice", "priority", "off"}
-    assert [m for m in MODES if MODES[m].strict_write_ahead] == ["nice", "priority"]
+    assert set(MODES) == {"site_factor", "nice", "priority", "assoc_priority", "off"}
+    assert [m for m in MODES if MODES[m].strict_write_ahead] == ["nice", "priority", "assoc_priority"]
     assert [m for m in MODES if MODES[m].job_details] == ["priority"]
+    assert [m for m in MODES if MODES[m].by_association] == ["assoc_priority"]
     inputs = PlanInputs(jobs=[job(1, nice=5), job(2, "idle", nice=0)], result=result, weight=3000,
                         override_fixed=False, now=0)
     nice = mode_for("nice")

@@ -42,10 +42,12 @@ def test_untrusted_push_state_is_set_aside_and_replaced(tmp_path, content):
     assert set(json.loads(f.read_text())["jobs"]) == {"1", "2"}  # replaced by a good one
 
 
-def test_another_modes_state_is_ignored_not_set_aside(tmp_path):
+def test_another_modes_state_is_kept_to_be_taken_back_not_set_aside(tmp_path):
     (tmp_path / "push-state.json").write_text('{"version": 1, "mode": "nice", "jobs": {"1": {"value": 3}}}')
     r = runner(Queue(jobs()), tmp_path)
-    assert r.state.jobs == {} and not any(p.name.endswith(".bad") or ".bad-" in p.name for p in tmp_path.iterdir())
+    # kept with the mode that wrote it: the first cycle takes job 1's nice back (fairshared.takeback)
+    assert r.state.mode == "nice" and r.state.jobs[1].value == 3
+    assert not any(p.name.endswith(".bad") or ".bad-" in p.name for p in tmp_path.iterdir())
 
 
 def test_a_symlinked_state_file_is_neither_read_nor_written_through(tmp_path):

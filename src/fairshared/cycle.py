@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from .engine.result import Result
 from .model import Snapshot
-from .records import PushAction, Role
+from .records import AssocAction, PushAction, Role
 
 OUTCOMES = ("success", "pull_failed", "compute_failed", "push_failed")
 STAGES = ("pull", "compute", "push", "publish")
@@ -36,6 +36,10 @@ class CycleResult:
     * ``controller``: whether this daemon may push (the slurmctld beside it is in control), from
       the last check of the cycle (:mod:`fairshared.sources.controller`); ``deferred`` counts the
       planned updates it did not push because it was, or became, the standby head's.
+    * ``assoc_actions``, ``assoc_written``, ``blocked`` (push mode ``assoc_priority``): the
+      associations whose Priority the cycle planned to write, how many were written, and the one
+      line saying why nothing was written (``push_failed``); ``taken_back``: values of the previous
+      ``push.mode`` taken back before this one pushed (:mod:`fairshared.takeback`).
     * ``fairshare_counted_twice``: push mode ``site_factor`` while Slurm's own
       PriorityWeightFairshare is not 0 (Slurm adds its fair-share term beside ours); None
       when the pull failed (the cluster's settings are unknown).
@@ -62,6 +66,12 @@ class CycleResult:
     controller: Role | None = None  # which slurmctld is in control, as last checked this cycle
     deferred: int = 0  # planned updates not pushed: over the rate's budget, or this head went standby
     rate: float | None = None  # job updates per second the push was paced to (None: unpaced)
+    # push mode assoc_priority: the association priorities planned, how many were written, and why
+    # nothing may be written (a cluster that would count them wrongly, foreign priorities), if so
+    assoc_actions: list[AssocAction] = field(default_factory=list)
+    assoc_written: int = 0
+    blocked: str | None = None
+    taken_back: int = 0  # values of a previous push.mode taken back this cycle (fairshared.takeback)
 
     @property
     def ok(self) -> bool:

@@ -53,16 +53,43 @@ class JobState:
 
 
 @dataclass
+class AssocState:
+    """Push mode ``assoc_priority``: one association's Priority as this daemon wrote it."""
+
+    value: int  # what we last wrote
+    before: int | None = None  # its own Priority before we first wrote it (None: it had none)
+    alt: int | None = None  # write-ahead: the value we had written before an unfinished write
+
+    def ours(self, current: int | None) -> bool:
+        return current is not None and (current == self.value or current == self.alt)
+
+
+def _int_in_range(x) -> bool:
+    return type(x) is int and -2**32 < x < 2**32
+
+
+@dataclass
 class PushState:
-    """Per-job memory of what was pushed, keyed by job id (see module docstring)."""
+    """Per-job (and, in push mode ``assoc_priority``, per-association) memory of what was pushed,
+    keyed by job id or association id (see module docstring).  ``mode`` is the mode that wrote it:
+    the way back (:mod:`fairshared.takeback`) reads it for any mode."""
 
     mode: str
     jobs: dict[int, JobState] = field(default_factory=dict)
+    assocs: dict[int, AssocState] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:  # anything left in Slurm that this state says is ours
+        return bool(self.jobs or self.assocs)
 
     def to_dict(self) -> dict:
-        return {"version": 1, "mode": self.mode,
-                "jobs": {str(k): {"value": v.value, "base": v.base, **({"alt": v.alt} if v.alt is not None else {})}
-                         for k, v in self.jobs.items()}}
+        d = {"version": 1, "mode": self.mode,
+             "jobs": {str(k): {"value": v.value, "base": v.base, **({"alt": v.alt} if v.alt is not None else {})}
+                      for k, v in self.jobs.items()}}
+        if self.assocs:
+            d["assocs"] = {str(k): {"value": v.value, "before": v.before,
+                                    **({"alt": v.alt} if v.alt is not None else {})}
+                           for k, v in self.assocs.items()}
+        return d
 
     def write_ahead(self, actions: list[PushAction], new: "PushState") -> "PushState":
         """The state to save *before* pushing ``actions``: their new values, remembering the old as ``alt``."""
@@ -74,16 +101,25 @@ class PushState:
             # already remember), else the one we last wrote
             ours_now = prev is not None and a.old is not None and prev.ours(a.old)
             jobs[a.job_id] = JobState(st.value, st.base, a.old if ours_now else (prev.value if prev else a.old))
-        return PushState(self.mode, jobs)
+        return PushState(self.mode, jobs, dict(self.assocs))
 
     @classmethod
     def from_dict(cls, d, mode: str) -> "PushState":
-        """The state saved by :meth:`to_dict`.  Another version's or mode's memory means nothing here
-        (an empty state); a file of this version and mode in any other shape raises ValueError."""
+        """The state saved by :meth:`to_dict` for ``mode``: another mode's memory means nothing here
+        (an empty state; :meth:`load` keeps it).  See :meth:`load` for what raises."""
+        state = cls.load(d)
+        return state if state.mode == mode else cls(mode)
+
+    @classmethod
+    def load(cls, d, default_mode: str = "off") -> "PushState":
+        """The state saved by :meth:`to_dict`, with the mode that wrote it.  Another version's memory
+        means nothing (an empty state of ``default_mode``); a file of this version in any other
+        shape raises ValueError."""
         if not isinstance(d, dict):
             raise ValueError(f"a push state is a JSON object, not {type(d).__name__}")
-        if d.get("version") != 1 or d.get("mode") != mode:
-            return cls(mode)
+        mode = d.get("mode")
+        if d.get("version") != 1 or not isinstance(mode, str) or not mode:
+            return cls(default_mode)
         raw = d.get("jobs", {})
         if not isinstance(raw, dict):
             raise ValueError(f"'jobs' is {type(raw).__name__}, not an object")
@@ -92,11 +128,21 @@ class PushState:
             if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
                 raise ValueError(f"job {k[:20]!r}: not a job id with an object")
             vals = [v.get("value"), v.get("base", 0), v.get("alt")]
-            if not all(type(x) is int and -2**32 < x < 2**32 for x in vals[:2]) or \
-                    not (vals[2] is None or type(vals[2]) is int and -2**32 < vals[2] < 2**32):
+            if not all(_int_in_range(x) for x in vals[:2]) or not (vals[2] is None or _int_in_range(vals[2])):
                 raise ValueError(f"job {k}: values are not integers in range")
             jobs[int(k)] = JobState(*vals)
-        return cls(mode, jobs)
+        raw = d.get("assocs", {})
+        if not isinstance(raw, dict):
+            raise ValueError(f"'assocs' is {type(raw).__name__}, not an object")
+        assocs = {}
+        for k, v in raw.items():
+            if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
+                raise ValueError(f"association {k[:20]!r}: not an association id with an object")
+            vals = [v.get("value"), v.get("before"), v.get("alt")]
+            if not _int_in_range(vals[0]) or not all(x is None or _int_in_range(x) for x in vals[1:]):
+                raise ValueError(f"association {k}: values are not integers in range")
+            assocs[int(k)] = AssocState(*vals)
+        return cls(mode, jobs, assocs)
 
 
 def user_factors(result: Result) -> dict[tuple[str, str, str | None], float]:
@@ -220,5 +266,5 @@ def within_budget(actions: list[PushAction], budget: int, before: PushState, pla
             jobs[a.job_id] = before.jobs[a.job_id]
         else:
             jobs.pop(a.job_id, None)
-    return chosen, PushState(planned.mode, jobs), len(later)
+    return chosen, PushState(planned.mode, jobs, dict(planned.assocs)), len(later)
 

@@ -13,6 +13,8 @@ nice           Nice = owner's own nice − c         yes                    old 
 priority       Priority = P(job) with our F        yes                    old and new value stay ours
                (fixes it: slurmctld stops
                recalculating it until the next push)
+assoc_priority no job: each user association's     yes                    a failed write keeps both
+               Priority = c (fairshared.push_assoc)                       values ours
 off            nothing                             —                      —
 =============  ==================================  =====================  ============================
 
@@ -76,6 +78,8 @@ class PushMode(Protocol):
     """Plans from each job's priority factors (squeue + sprio), not only the snapshot's jobs."""
     strict_write_ahead: bool
     """Push nothing when the write-ahead state cannot be saved (a full disk)."""
+    by_association: bool
+    """Writes associations, not jobs (the runner plans it with fairshared.push_assoc)."""
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned: ...
 
@@ -95,6 +99,7 @@ class _FromContribution:
     the loop over the candidates; each mode's :meth:`value` is its rule."""
 
     name: str
+    by_association = False
 
     def value(self, job: Job, prev: JobState | None, c: int, inputs: PlanInputs
               ) -> tuple[JobState, int | None] | None:
@@ -196,6 +201,7 @@ class PriorityMode(_BothStayOurs):
 
     name = "priority"
     job_details = True
+    by_association = False
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
@@ -222,10 +228,14 @@ class PriorityMode(_BothStayOurs):
         return Planned(actions, new_state, unknown, rows)
 
 
-class OffMode:
-    name = "off"
+class AssocPriorityMode:
+    """Writes no job: each user association's Priority = c, planned by :func:`fairshared.push_assoc.plan_assocs`
+    from slurmdbd's own values, which the runner reads (``by_association``)."""
+
+    name = "assoc_priority"
     job_details = False
-    strict_write_ahead = False
+    strict_write_ahead = True
+    by_association = True
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
         return Planned([], state, [])
@@ -234,7 +244,21 @@ class OffMode:
         return planned
 
 
-MODES: dict[str, PushMode] = {m.name: m for m in (SiteFactorMode(), NiceMode(), PriorityMode(), OffMode())}
+class OffMode:
+    name = "off"
+    job_details = False
+    strict_write_ahead = False
+    by_association = False
+
+    def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
+        return Planned([], state, [])
+
+    def after_push(self, before, ahead, planned, actions, failed):
+        return planned
+
+
+MODES: dict[str, PushMode] = {m.name: m for m in (SiteFactorMode(), NiceMode(), PriorityMode(),
+                                                   AssocPriorityMode(), OffMode())}
 
 
 def mode_for(name: str) -> PushMode:

@@ -48,6 +48,35 @@ class PushAction:
     partition: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class AssocPriority:
+    """One association's own ``Priority`` as slurmdbd holds it (``sacctmgr show assoc WOPLimits``):
+    ``priority`` None when the association has none of its own (it inherits its parent's, or 0)."""
+
+    id: int
+    account: str
+    user: str | None
+    partition: str | None
+    priority: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AssocAction:
+    """One association's ``Priority`` to write (push mode ``assoc_priority``, or the way back).
+
+    ``new`` None clears it (``priority=-1``: the association inherits its parent's again); ``old``
+    is its own value before (None: it had none).  ``contribution`` is W × F behind ``new``."""
+
+    id: int
+    account: str
+    user: str | None
+    partition: str | None
+    new: int | None
+    old: int | None = None
+    contribution: int = 0
+    pending_jobs: int = 0  # its pending jobs at planning: those associations are written first
+
+
 class JobGone(Exception):
     """The job ended (or vanished) before it could be updated: not an error."""
 

@@ -104,9 +104,12 @@ class ScheduleConfig(_Strict):
 
 
 class PushConfig(_Strict):
-    mode: Literal["site_factor", "nice", "priority", "off"] = "site_factor"
+    mode: Literal["site_factor", "nice", "priority", "assoc_priority", "off"] = "site_factor"
     """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; priority: the whole multifactor
-    priority with our F (fixes it: slurmctld stops recalculating); off: compute and export only."""
+    priority with our F (fixes it: slurmctld stops recalculating); assoc_priority: each user
+    association's Priority = W·F in slurmdbd (no job update; a new job has it at submit; needs
+    PriorityWeightAssoc=1, PriorityFlags=NO_NORMAL_ASSOC, PriorityWeightFairshare=0); off: compute
+    and export only.  A changed mode (restart or reload) first takes back the old mode's values."""
     weight: int | None = Field(None, ge=0, le=2147483645)
     """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
     dry_run: bool = False
@@ -118,8 +121,11 @@ class PushConfig(_Strict):
     (SlurmctldParameters=rl_enable) and the daemon not SlurmUser or root, 80 % of its refill rate
     applies too.  A cycle then pushes at most half a period's worth plus the bucket, the largest
     changes first, and leaves the rest for the next cycles (logged, fairshared_push_deferred)."""
+    take_over: bool = False
+    """assoc_priority: also write associations that have a Priority fairshared did not write (their
+    values are kept in the push state, and 'fairshared undo' puts them back); default: refuse, naming them."""
     levels: int = Field(1000, ge=0, le=1_000_000)
-    """site_factor and nice: F is rounded to levels + 1 evenly spaced values before it is weighted,
+    """site_factor, nice and assoc_priority: F is rounded to levels + 1 evenly spaced values before it is weighted,
     so a drift smaller than a level updates no job (order is never inverted: a higher F never gets a
     lower value); 0: W·F exactly.  Default 1000 from benchmarks/push_churn.py (README)."""
 

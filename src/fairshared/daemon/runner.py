@@ -27,10 +27,12 @@ from ..engine.decide import decide
 from ..logs import get_logger
 from ..model import InputError, Job, Snapshot
 from ..plan import PushState, within_budget
+from ..push_assoc import after_write, by_value, cluster_problem, plan_assocs, write_ahead
 from ..push_modes import PlanInputs, Planned, PushMode, mode_for
-from ..records import JobGone, Role
+from ..records import JobGone, PushError, Role
+from ..takeback import plan_takeback
 from ..settings import ClusterSettings
-from ..sinks.base import JobUpdater
+from ..sinks.base import AssocWriter, JobUpdater
 from ..sources.base import Source
 from ..sources.controller import ControllerCheck
 from . import statefiles
@@ -92,10 +94,11 @@ class Runner:
     source): the runner only asks it for a snapshot."""
 
     def __init__(self, config: Config, source: Source, updater: JobUpdater, metrics=None,
-                 state_dir: str | Path | None = None):
+                 state_dir: str | Path | None = None, assoc_writer: AssocWriter | None = None):
         self.config = config
         self.source = source
         self.updater = updater
+        self.assoc_writer = assoc_writer  # association Priority (push mode assoc_priority, the way back)
         self.metrics = metrics
         self.log = get_logger()
         self.lock = threading.Lock()
@@ -110,6 +113,7 @@ class Runner:
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
         self._logged_settings: tuple | None = None
         self._twice = False
+        self._logged_block: object = None  # the last "writes nothing" reason logged (once per change)
         # handed over by a reload, taken at the next cycle's start: the configuration and the source
         # for it (None: keep the source), as one tuple, so that a cycle never takes one reload's
         # configuration with another's source
@@ -139,7 +143,8 @@ class Runner:
             return PushState(mode)
         try:
             data = statefiles.read_json(f)
-            return PushState(mode) if data is None else PushState.from_dict(data, mode)
+            # kept with the mode that wrote it: a daemon started in another mode takes it back first
+            return PushState(mode) if data is None else PushState.load(data, mode)
         except (ValueError, OverflowError, TypeError, OSError) as exc:  # statefiles.Untrusted is a ValueError
             moved = statefiles.set_aside(f)
             self.log.error("push state cannot be trusted: set aside, starting afresh", file=str(f),
@@ -188,8 +193,7 @@ class Runner:
         config, source = taken
         if source is not None:
             self.source = source
-        if config.push.mode != self.config.push.mode:
-            self.state = PushState(config.push.mode)
+        # a changed push.mode keeps the state: the next cycle takes the old mode's values back first
         self.config = config
 
     def cycle(self, reason: str = "timer") -> CycleResult:
@@ -239,9 +243,27 @@ class Runner:
         self._warn_twice(res.fairshare_counted_twice, snap)
         res.seconds["pull"] = time.monotonic() - t0
 
+        by_assoc = mode.by_association
+        rows = None
+        if by_assoc or self.state.assocs:  # slurmdbd's own Priority of every association: an input
+            t0 = time.monotonic()
+            try:
+                rows = self._assoc_writer().read(snap.cluster)
+            except Exception as exc:
+                return self._fail(res, "pull_failed", f"reading association priorities: {exc}", t0, "pull")
+            res.seconds["pull"] += time.monotonic() - t0
+
+        t0 = time.monotonic()
+        if self.state.mode != cfg.push.mode and not self._take_back(res, snap, rows):
+            res.seconds["push"] = time.monotonic() - t0
+            return res  # the old mode's values are not all back: nothing new is pushed beside them
+        res.seconds.setdefault("push", 0.0)
+        res.seconds["push"] += time.monotonic() - t0
+
         t0 = time.monotonic()
         try:
             planned = self._compute(res, mode, snap, tree)
+            plan = self._plan_assocs(res, snap, rows) if by_assoc else None
         except Exception as exc:
             self.log.error("compute failed", cycle=res.number, exc_info=True)
             return self._fail(res, "compute_failed", repr(exc), t0, "compute")
@@ -251,10 +273,117 @@ class Runner:
         res.seconds["compute"] = time.monotonic() - t0
 
         t0 = time.monotonic()
-        if not cfg.push.dry_run and res.actions:
+        if plan is not None:
+            if res.blocked:
+                res.outcome, res.error = "push_failed", res.blocked
+            elif not cfg.push.dry_run and res.assoc_actions:
+                self._push_assocs(res, plan)
+        elif not cfg.push.dry_run and res.actions:
             self._push(res, mode, planned)
-        res.seconds["push"] = time.monotonic() - t0
+        res.seconds["push"] += time.monotonic() - t0
         return res
+
+    # -- push mode assoc_priority and the way back ---------------------------------------------------
+
+    def _assoc_writer(self) -> AssocWriter:
+        if self.assoc_writer is None:
+            raise PushError("no association writer for this source")
+        return self.assoc_writer
+
+    def _plan_assocs(self, res: CycleResult, snap: Snapshot, rows):
+        """Plan push mode assoc_priority; ``res.blocked`` says why nothing may be written."""
+        cfg = self.config
+        plan = plan_assocs(rows, res.result, snap.jobs, self.state if self.state.mode == cfg.push.mode
+                           else PushState(cfg.push.mode), weight=weight_for(cfg, snap),
+                           levels=cfg.push.levels, take_over=cfg.push.take_over)
+        res.assoc_actions = plan.actions
+        res.blocked = cluster_problem(snap.settings) or plan.refusal()
+        if res.blocked and res.blocked != self._logged_block:
+            self.log.error("push mode assoc_priority writes nothing", reason=res.blocked)
+        self._logged_block = res.blocked
+        return plan
+
+    def _push_assocs(self, res: CycleResult, plan) -> None:
+        """Write the planned association priorities, one request per value (the associations with
+        pending jobs first), checking between requests that this daemon's slurmctld is in control."""
+        if not self._still_active(res, 0, len(res.assoc_actions)):
+            return
+        ahead = write_ahead(self.state, res.assoc_actions, plan.state)
+        if not self._save_state(ahead):
+            res.outcome = "push_failed"
+            res.error = "cannot save the push state before writing: wrote nothing"
+            return
+        failed: set[int] = set()
+        since_check = 0
+        done = 0
+        for value, group in by_value(res.assoc_actions):
+            if since_check >= PUSH_BATCH:
+                since_check = 0
+                if not self._still_active(res, done, len(res.assoc_actions)):
+                    failed.update(a.id for a in res.assoc_actions[done:])
+                    break
+            ids = [a.id for a in group]
+            try:
+                self._assoc_writer().write(res.snapshot.cluster, ids, value)
+                res.assoc_written += len(ids)
+            except PushError as exc:
+                failed.update(ids)
+                res.push_errors += len(ids)
+                self.log.error("association priority refused", value=value, associations=len(ids),
+                               first=f"{group[0].account}/{group[0].user}", error=str(exc)[:300])
+            done += len(group)
+            since_check += len(group)
+        self.state = after_write(ahead, plan.state, failed)
+        self._save_state()
+        if failed and not res.deferred:
+            res.outcome = "push_failed"
+            res.error = f"{len(failed)} of {len(res.assoc_actions)} association priorities not written"
+
+    def _take_back(self, res: CycleResult, snap: Snapshot, rows) -> bool:
+        """push.mode changed: take back what the old mode wrote (:mod:`fairshared.takeback`) before the
+        new one writes anything.  True when nothing of the old mode is left in Slurm."""
+        old, new = self.state.mode, self.config.push.mode
+        if not self.state:
+            self.state = PushState(new)
+            return True
+        if self.config.push.dry_run:  # a dry run writes nothing: the old values stay, and so does their state
+            if self._logged_block != ("dry", old):
+                self.log.warning("push.mode changed in a dry run: the previous mode's values stay in Slurm "
+                                 "until a cycle that is not a dry run (or 'fairshared undo') takes them back",
+                                 previous=old, now=new)
+            self._logged_block = ("dry", old)
+            return True
+        if not self._still_active(res, 0, 0):
+            return False
+        if rows is None and self.state.assocs:
+            rows = self._assoc_writer().read(snap.cluster)
+        tb = plan_takeback(self.state, snap.jobs, rows)
+        failed_jobs: set[int] = set()
+        failed_assocs: set[int] = set()
+        for action, err in zip(tb.job_actions, self.updater.apply_many(tb.job_actions) if tb.job_actions else []):
+            if err is not None and not isinstance(err, JobGone):
+                failed_jobs.add(action.job_id)
+        for value, group in by_value(tb.assoc_actions):
+            try:
+                self._assoc_writer().write(snap.cluster, [a.id for a in group], value)
+            except PushError as exc:
+                failed_assocs.update(a.id for a in group)
+                self.log.error("taking back association priorities failed", error=str(exc)[:300])
+        res.taken_back = len(tb.job_actions) + len(tb.assoc_actions) - len(failed_jobs) - len(failed_assocs)
+        left = tb.left(self.state, failed_jobs, failed_assocs)
+        self.log.info("push.mode changed: the previous mode's values taken back", previous=old, now=new,
+                      taken_back=res.taken_back, failed=len(failed_jobs) + len(failed_assocs),
+                      left_alone=tb.left_alone, gone=tb.gone)
+        if left:
+            self.state = left
+            self._save_state()
+            res.outcome = "push_failed"
+            res.error = (f"push.mode changed from {old} to {new}: {len(failed_jobs) + len(failed_assocs)} of its "
+                         f"values could not be taken back; nothing new pushed")
+            return False
+        self.state = PushState(new)
+        self._save_state()
+        return True
 
     def _check_controller(self, snap: Snapshot) -> Role:
         """May this daemon push: is the slurmctld beside it the one in control?  Logs each change."""
@@ -293,7 +422,7 @@ class Runner:
                                        override_fixed=cfg.push.override_fixed, now=int(time.time()),
                                        settings=snap.settings, cluster=snap.cluster_info,
                                        adopt_since=self.active_since, levels=cfg.push.levels),
-                            self.state)
+                            self.state if self.state.mode == cfg.push.mode else PushState(cfg.push.mode))
         if planned.unknown:
             u = planned.unknown[0]
             self.log.warning("pending jobs without a known association", count=len(planned.unknown),
@@ -376,13 +505,14 @@ class Runner:
             res.outcome = "push_failed"
             res.error = f"{res.push_errors} of {len(res.actions)} job updates refused"
 
-    def _still_active(self, res: CycleResult, start: int) -> bool:
-        """Check the controller right before the batch at ``start``; False (and the rest deferred) on standby."""
+    def _still_active(self, res: CycleResult, start: int, total: int | None = None) -> bool:
+        """Check the controller right before the batch at ``start`` (of ``total``, default the job
+        actions); False (and the rest deferred) on standby."""
         if start:  # the cycle's own check, made after the pull, stands for the first batch
             res.controller = self._check_controller(res.snapshot)
         if res.controller.active:
             return True
-        res.deferred += len(res.actions) - start
+        res.deferred += (len(res.actions) if total is None else total) - start
         if start:
             self.log.warning("stopped pushing: the other head's slurmctld is in control now", pushed=res.pushed,
                              deferred=res.deferred, detail=res.controller.detail)
@@ -421,6 +551,9 @@ class Runner:
             associations=len(res.snapshot.associations) if res.snapshot else None,
             pending_jobs=len(res.snapshot.jobs) if res.snapshot else None,
             planned=len(res.actions), pushed=res.pushed, push_errors=res.push_errors, jobs_gone=res.jobs_gone,
+            **({"assoc_planned": len(res.assoc_actions), "assoc_written": res.assoc_written}
+               if res.push_mode == "assoc_priority" else {}),
+            **({"taken_back": res.taken_back} if res.taken_back else {}),
             controller_active=res.controller.active if res.controller else None, deferred=res.deferred,
             **{f"{stage}_s": round(v, 4) for stage, v in res.seconds.items()},  # flat: pull_s=0.012 ...
         )
@@ -454,6 +587,11 @@ class Runner:
             rec["planned"] = len(res.actions)
             rec["pushed"] = [{"job_id": a.job_id, "field": a.field, "old": a.old, "new": a.new,
                               "contribution": a.contribution} for a in res.applied]
+            if res.assoc_actions:  # push mode assoc_priority: what was planned, and how much of it written
+                rec["assoc_planned"] = [{"id": a.id, "account": a.account, "user": a.user,
+                                         "partition": a.partition, "old": a.old, "new": a.new}
+                                        for a in res.assoc_actions]
+                rec["assoc_written"] = res.assoc_written
             line = json.dumps(rec, default=str) + "\n"
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
@@ -481,6 +619,9 @@ class Runner:
             "pushed": r.pushed if r else 0,
             "push_errors": r.push_errors if r else 0,
             "deferred": r.deferred if r else 0,
+            "assoc_planned": len(r.assoc_actions) if r else 0,
+            "assoc_written": r.assoc_written if r else 0,
+            "blocked": r.blocked if r else None,
             "controller_active": r.controller.active if r and r.controller else None,
             "controller": r.controller.detail if r and r.controller else None,
             "dry_run": r.dry_run if r else self.config.push.dry_run,

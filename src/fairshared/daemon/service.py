@@ -35,9 +35,10 @@ from .. import __version__
 from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
-from ..sinks.base import JobUpdater
+from ..sinks.base import AssocWriter, JobUpdater
 from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
+from ..sources.demo import DemoSource
 from . import sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
                      with_overrides)
@@ -59,7 +60,7 @@ def make_source_and_updater(config: Config, demo: bool) -> tuple[Source, JobUpda
         from ..sinks.push_demo import DemoUpdater
         from ..sources.demo import DemoCluster, DemoSource
 
-        cluster = DemoCluster(pending_jobs=config.source.demo_jobs)
+        cluster = DemoCluster(pending_jobs=config.source.demo_jobs, assoc_mode=config.push.mode == "assoc_priority")
         return DemoSource(cluster), DemoUpdater(cluster)
     if kind in ("auto", "pyslurm"):
         from ..pyslurm_loader import import_pyslurm
@@ -81,6 +82,19 @@ def make_source_and_updater(config: Config, demo: bool) -> tuple[Source, JobUpda
 
     return (SlurmCli(timeout=config.source.timeout, bin_dir=config.source.bin_dir),
             CliUpdater(timeout=config.source.timeout, bin_dir=config.source.bin_dir))
+
+
+def make_assoc_writer(config: Config, source: Source) -> AssocWriter:
+    """What reads and writes association priorities beside ``source`` (push mode assoc_priority and the
+    way back): the demo's cluster for the demo, else sacctmgr (pyslurm's database API would send the same
+    one request per value: sinks/assoc_cli.py)."""
+    if isinstance(source, DemoSource):
+        from ..sinks.assoc_demo import DemoAssocs
+
+        return DemoAssocs(source.cluster)
+    from ..sinks.assoc_cli import SacctmgrAssocs
+
+    return SacctmgrAssocs(timeout=max(config.source.timeout, 120.0), bin_dir=config.source.bin_dir)
 
 
 def check_source(config: Config, source: Source) -> None:
@@ -150,7 +164,8 @@ class Service:
             metrics = Metrics(version=__version__, per_job=config.metrics.per_job,
                               associations=config.metrics.associations)
         self.metrics = metrics
-        self.runner = Runner(config, source, updater, metrics, self.state_dir)
+        self.runner = Runner(config, source, updater, metrics, self.state_dir,
+                             assoc_writer=make_assoc_writer(config, self.cluster_source))
         self._set_info()
         # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
         # the main thread, and Event.set() there deadlocks when the signal lands while that thread
@@ -322,6 +337,8 @@ class Service:
             self.http.request_timeout = new.http.request_timeout  # read at every check
         if isinstance(source, AccountingUsage):
             self._accounting = source  # its job records are kept should usage.origin come back to accounting
+        if isinstance(self.cluster_source, DemoSource):  # the demo: its slurm.conf follows push.mode
+            self.cluster_source.cluster.assoc_mode = new.push.mode == "assoc_priority"
         self.runner.reconfigure(new, source)
         self._set_info()
         self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, Union
 
-from ..records import JobGone, PushAction, PushError
+from ..records import AssocPriority, JobGone, PushAction, PushError
 
-PUSH_MODES = ("site_factor", "nice", "priority", "off")
+PUSH_MODES = ("site_factor", "nice", "priority", "assoc_priority", "off")
 
 Outcome = Union[None, JobGone, PushError]
 """What became of one action: None (written), JobGone (not an error) or PushError."""
@@ -44,3 +44,18 @@ class AppliesEach:
 
     def apply_many(self, actions: Sequence[PushAction]) -> list[Outcome]:
         return apply_each(self, actions)
+
+
+class AssocWriter(Protocol):
+    """Reads and writes associations' own Priority (push mode ``assoc_priority`` and the way back)."""
+
+    name: str
+    requests: int  # slurmdbd requests sent so far
+
+    def read(self, cluster: str | None) -> list[AssocPriority]:
+        """Every association of ``cluster`` with its own Priority; PushError (or SourceError) on failure."""
+        ...
+
+    def write(self, cluster: str | None, ids: Sequence[int], value: int | None) -> None:
+        """Set the own Priority of ``ids`` to ``value`` (None: clear); PushError when refused."""
+        ...

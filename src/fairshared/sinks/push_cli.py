@@ -3,6 +3,10 @@
     scontrol update JobId=<id> SiteFactor=<v>     (operator; no accounting write)
     scontrol update JobId=<id> Nice=<v>           (negative values need an operator)
     scontrol update JobId=<id>,<id>,... <Field>=<v>   (apply_many: jobs that get the same value)
+    scontrol release <id>[,<id>...]               (the way back: a priority this daemon fixed is
+                                                   recalculated again; job_mgr.c: an operator's
+                                                   Priority=INFINITE clears direct_set_prio and
+                                                   resets the nice to 0)
 
 One scontrol call costs a few milliseconds, which for 5,000 jobs is most of a cycle
 (benchmarks/cycle_slurm.py), so ``apply_many`` sends the jobs that get the same value in
@@ -21,7 +25,7 @@ import subprocess
 from ..records import JobGone, PushAction, PushError
 from .base import Outcome
 
-FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
+FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority", "release": "release"}
 
 GONE = (
     "invalid job id",
@@ -48,8 +52,13 @@ class CliUpdater:
         self.env = env
 
     def argv(self, action: PushAction) -> list[str]:
+        return self._argv(action.field, int(action.new), str(int(action.job_id)))
+
+    def _argv(self, fld: str, value: int, ids: str) -> list[str]:
         exe = os.path.join(self.bin_dir, "scontrol") if self.bin_dir else "scontrol"
-        return [exe, "update", f"JobId={int(action.job_id)}", f"{FIELD[action.field]}={int(action.new)}"]
+        if fld == "release":
+            return [exe, "release", ids]
+        return [exe, "update", f"JobId={ids}", f"{FIELD[fld]}={value}"]
 
     def apply(self, action: PushAction) -> None:
         self._run(self.argv(action), action)
@@ -60,14 +69,13 @@ class CliUpdater:
         groups: dict[tuple[str, int], list[int]] = {}
         for i, a in enumerate(actions):
             groups.setdefault((a.field, int(a.new)), []).append(i)
-        exe = os.path.join(self.bin_dir, "scontrol") if self.bin_dir else "scontrol"
         for (fld, value), idx in groups.items():
             for k in range(0, len(idx), BATCH):
                 chunk = idx[k:k + BATCH]
                 if len(chunk) > 1:
                     ids = ",".join(str(int(actions[i].job_id)) for i in chunk)
                     try:
-                        self._run([exe, "update", f"JobId={ids}", f"{FIELD[fld]}={value}"], actions[chunk[0]])
+                        self._run(self._argv(fld, value, ids), actions[chunk[0]])
                         continue
                     except Unreachable as exc:
                         for i in chunk:
@@ -95,4 +103,5 @@ class CliUpdater:
         msg = (res.stderr.strip() or res.stdout.strip() or f"exit {res.returncode}").splitlines()[-1]
         if any(g in msg.lower() for g in GONE):
             raise JobGone(f"job {action.job_id}: {msg}")
-        raise PushError(f"job {action.job_id}: {FIELD[action.field]}={action.new} refused: {msg}")
+        what = "release" if action.field == "release" else f"{FIELD[action.field]}={action.new}"
+        raise PushError(f"job {action.job_id}: {what} refused: {msg}")

@@ -25,5 +25,8 @@ class DemoUpdater(AppliesEach):
             fields = c.pushed.setdefault(action.job_id, {})
             if action.field == "priority":  # as scontrol update Priority=: fixed from now on
                 fields.update(priority=action.new, direct_set_prio=True)
+            elif action.field == "release":  # as scontrol release: recalculated again, nice reset to 0
+                fields.pop("priority", None)
+                fields.update(direct_set_prio=False, nice=0)
             else:
                 fields[action.field] = action.new

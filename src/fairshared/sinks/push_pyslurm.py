@@ -88,6 +88,9 @@ class PyslurmUpdater(AppliesEach):
     def apply(self, action: PushAction) -> None:
         field = action.field
         job_id = int(action.job_id)
+        if field == "release":  # the way back: scontrol release (pyslurm 25.11 has no priority=INFINITE)
+            self.fallback(action)
+            return
         if field not in FIELD:
             raise PushError(f"job {job_id}: cannot push field {field!r} (expected one of {', '.join(FIELD)})")
         value = int(action.new)

@@ -58,3 +58,28 @@ def parse_qos_usage_factors(text: str, where: str = "sacctmgr show qos") -> dict
             f = 1.0
         out[name.strip()] = f if math.isfinite(f) else 1.0
     return out
+
+
+# the columns of the own-Priority read (push mode assoc_priority): WOPLimits, so an association
+# without a Priority of its own shows an empty one, not its parent's (as_mysql_assoc.c)
+ASSOC_PRIORITY_FIELDS = ["id", "account", "user", "partition", "priority"]
+
+
+def parse_assoc_priorities(text: str, where: str = "sacctmgr show assoc WOPLimits"
+                           ) -> list[tuple[int, str, str | None, str | None, int | None]]:
+    """``sacctmgr -nP show assoc WOPLimits format=id,account,user,partition,priority`` → one
+    (id, account, user, partition, priority) a line (empty user, partition or priority: None).
+
+    Range: priority in [0, 2^32 − 3]; anything else (a negative number, text) is an InputError naming
+    the line: a value we cannot read is never taken for "unset"."""
+    out = []
+    for row in parse_sacctmgr_assoc(text, ASSOC_PRIORITY_FIELDS, where):
+        line = f"{where}: association {row['id']!r}"
+        if not (row["id"].isascii() and row["id"].isdigit()):
+            raise InputError(f"id {row['id']!r} is not an association id", where)
+        prio = row["priority"].strip()
+        if prio and not (prio.isascii() and prio.isdigit() and int(prio) <= 0xFFFFFFFD):
+            raise InputError(f"Priority {prio!r} is not an integer in 0..4294967293", line)
+        out.append((int(row["id"]), row["account"], row["user"] or None, row["partition"] or None,
+                    int(prio) if prio else None))
+    return out

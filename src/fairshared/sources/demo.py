@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Snapshot
+from ..records import AssocPriority
 from ..settings import ClusterSettings
 from ..usage import UsagePolicy
 
@@ -84,6 +85,8 @@ CONFIG = {
     "site_factor_plugin": None,
 }
 SETTINGS = ClusterSettings.from_dict(CONFIG)
+# push mode assoc_priority: the demo's slurm.conf as that mode needs it (push_assoc.cluster_problem)
+ASSOC_SETTINGS = SETTINGS.with_values(weight_assoc=1, weight_fairshare=0, priority_flags=["NO_NORMAL_ASSOC"])
 EPOCH = 1_767_225_600  # period 0 starts at 2026-01-01 00:00 UTC
 PERIOD = CONFIG["calc_period_seconds"]
 SEED = 42
@@ -229,8 +232,13 @@ def demo_inputs(t: float, seed: int = SEED, pending_jobs: int | None = None) -> 
 class DemoCluster:
     """The demo for the daemon: :func:`demo_inputs` at the clock, plus what the daemon pushed."""
 
-    def __init__(self, seed: int = SEED, clock=None, pending_jobs: int | None = None):
+    def __init__(self, seed: int = SEED, clock=None, pending_jobs: int | None = None,
+                 assoc_mode: bool = False):
         self.seed = seed
+        # push mode assoc_priority: the demo's slurm.conf counts each association's Priority
+        # (ASSOC_SETTINGS), and what DemoAssocs wrote is kept by association id (TREE's index + 1)
+        self.assoc_mode = assoc_mode
+        self.assoc_priority: dict[int, int] = {}
         self.clock = clock or (lambda: globals()["clock"]())  # looked up at each call: tests pin it
         # source.demo_jobs: the queue topped up to this many jobs (a big cluster's queue, for
         # benchmarks); None: the small demo's own jobs only
@@ -257,7 +265,17 @@ class DemoCluster:
             live = {j.job_id for j in snap.jobs}
             self.pushed = {jid: v for jid, v in self.pushed.items() if jid in live}  # started: forgotten
             jobs = [replace(j, **self.pushed[j.job_id]) if j.job_id in self.pushed else j for j in snap.jobs]
+            if self.assoc_mode:
+                prio = {(a, u): self.assoc_priority.get(i + 1, 0) for i, (a, u, _, _) in enumerate(TREE) if u}
+                jobs = [replace(j, assoc_priority=prio.get((j.account, j.user), 0)) for j in jobs]
+                return replace(snap, jobs=jobs, settings=ASSOC_SETTINGS)
         return replace(snap, jobs=jobs)
+
+    def assoc_rows(self) -> list[AssocPriority]:
+        """Every association with its own Priority, as ``sacctmgr show assoc WOPLimits`` gives them."""
+        with self.lock:
+            return [AssocPriority(i + 1, a, u, None, self.assoc_priority.get(i + 1))
+                    for i, (a, u, _, _) in enumerate(TREE)]
 
     @property
     def jobs(self) -> dict[int, Job]:
