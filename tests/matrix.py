@@ -42,7 +42,8 @@ PYSLURM = {"25.11": "pyslurm>=25.11,<25.12"}  # the pyslurm release that builds 
 
 # The real-Slurm tests that must pass on every release (the matrix), and the pyslurm ones.
 CORE = ["tests/test_slurm_differential.py", "tests/test_push_cli_slurm.py", "tests/test_daemon_slurm.py",
-        "tests/test_ha_slurm.py", "tests/test_rate_limit_slurm.py", "tests/test_pull_slurm.py"]
+        "tests/test_ha_slurm.py", "tests/test_rate_limit_slurm.py", "tests/test_pull_slurm.py",
+        "tests/test_assoc_priority_slurm.py"]
 PYSLURM_TESTS = ["-m", "pyslurm"]
 TABLE_BEGIN, TABLE_END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 

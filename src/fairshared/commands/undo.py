@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from ..model import InputError
@@ -46,7 +47,9 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from ..daemon import statefiles
     from ..daemon.config import load_config
     from ..daemon.service import make_assoc_writer, make_source_and_updater, state_dir
+    from ..logs import configure
 
+    configure(stream=sys.stderr)  # the report is stdout's; log lines (e.g. pyslurm unavailable) go to stderr
     config = load_config(args.config)
     directory = Path(args.state_dir) if args.state_dir else state_dir(config, args.demo)
     file = directory / "push-state.json"
