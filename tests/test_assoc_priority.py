@@ -340,3 +340,27 @@ def test_push_state_keeps_associations_and_refuses_bad_ones():
         PushState.load({"version": 1, "mode": "assoc_priority", "assocs": {"4": {"value": "x"}}})
     # another mode's file loaded for this mode keeps its own mode
     assert PushState.load({"version": 1, "mode": "nice", "jobs": {"1": {"value": 3}}}, "off").mode == "nice"
+
+
+def test_metrics_say_when_nothing_may_be_written(tmp_path, monkeypatch):
+    import fairshared.sources.demo as d
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from fairshared.sinks.metrics import Metrics
+
+    def samples(m):
+        return {s.name: s.value for f in text_string_to_metric_families(m.render().decode()) for s in f.samples
+                if not s.labels}
+
+    m = Metrics(version="t")
+    r, cluster = demo(tmp_path)
+    r.metrics = m
+    r.cycle()
+    got = samples(m)
+    assert got["fairshared_push_blocked"] == 0 and got["fairshared_assoc_priorities_written_total"] == 14
+    assert got["fairshared_planned_association_priorities"] == 14
+    monkeypatch.setattr(d, "ASSOC_SETTINGS", d.ASSOC_SETTINGS.with_values(weight_assoc=0))
+    cluster.assoc_priority.clear()
+    r.cycle()
+    got = samples(m)
+    assert got["fairshared_push_blocked"] == 1 and got["fairshared_assoc_priorities_written_total"] == 14

@@ -1089,6 +1089,11 @@ def test_readme_metrics_table_names_every_series_we_export():
         if line.startswith("| `"):
             documented |= {f"fairshared_{n}" for n in re.findall(r"`([a-z_]+)`", line.split("|")[1])}
     exported = set(re.findall(r"^# TYPE (fairshared_\w+) ", _full_render(), re.M))
+    m = Metrics(version="1")  # push.mode assoc_priority's own series
+    assoc = cycle(1)
+    assoc.push_mode = "assoc_priority"
+    m.publish(assoc)
+    exported |= set(re.findall(r"^# TYPE (fairshared_\w+) ", m.render().decode(), re.M))
     assert documented == exported, (documented - exported, exported - documented)
 
 

@@ -9,6 +9,7 @@ leaves the push state, so a second run finds nothing left to do.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -47,9 +48,6 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from ..daemon import statefiles
     from ..daemon.config import load_config
     from ..daemon.service import make_assoc_writer, make_source_and_updater, state_dir
-    from ..logs import configure
-
-    configure(stream=sys.stderr)  # the report is stdout's; log lines (e.g. pyslurm unavailable) go to stderr
     config = load_config(args.config)
     directory = Path(args.state_dir) if args.state_dir else state_dir(config, args.demo)
     file = directory / "push-state.json"
@@ -62,15 +60,18 @@ def cmd_undo(args: argparse.Namespace) -> int:
         if not state:
             _say(args, state, Takeback(state.mode), applied=False, left=state)
             return 0
-        source, updater = make_source_and_updater(config, args.demo)
-        writer = make_assoc_writer(config, source)
-        snap = source.snapshot(details=state.mode == "priority")  # priority: each job's fixed flag
-        rows = writer.read(snap.cluster) if state.assocs else None
-        tb = plan_takeback(state, snap.jobs, rows)
+        # the report is stdout's: log lines (e.g. "pyslurm unavailable") go to stderr meanwhile
+        with contextlib.redirect_stdout(sys.stderr):
+            source, updater = make_source_and_updater(config, args.demo)
+            writer = make_assoc_writer(config, source)
+            snap = source.snapshot(details=state.mode == "priority")  # priority: each job's fixed flag
+            rows = writer.read(snap.cluster) if state.assocs else None
+            tb = plan_takeback(state, snap.jobs, rows)
         if not args.apply:
             _say(args, state, tb, applied=False, left=state)
             return 0
-        failed_jobs, failed_assocs, errors = _apply(tb, updater, writer, snap.cluster)
+        with contextlib.redirect_stdout(sys.stderr):
+            failed_jobs, failed_assocs, errors = _apply(tb, updater, writer, snap.cluster)
         left = tb.left(state, failed_jobs, failed_assocs)
         statefiles.write_atomic(directory, "push-state.json", json.dumps(left.to_dict()).encode())
         _say(args, state, tb, applied=True, left=left, errors=errors)

@@ -156,6 +156,10 @@ class _View:
     counted_twice: int | None = None  # from the last cycle that read the cluster's settings
     controller_active: int | None = None  # from the last cycle that checked which slurmctld is in control
     push_deferred: int = 0  # planned updates left for later cycles (rate budget, standby head)
+    assoc_written: int = 0  # association priorities written (push mode assoc_priority)
+    assoc_planned: int | None = None  # association priorities the last computing cycle planned
+    push_blocked: int | None = None  # assoc_priority: 1 while nothing may be written (CycleResult.blocked)
+    taken_back: int = 0  # values of a previous push.mode taken back
 
 
 ASSOCIATIONS = ("all", "accounts", "none")  # metrics.associations
@@ -323,6 +327,8 @@ class Metrics:
                 push_errors=old.push_errors + int(cycle.push_errors),
                 jobs_gone=old.jobs_gone + int(cycle.jobs_gone),
                 push_deferred=old.push_deferred + int(cycle.deferred),
+                assoc_written=old.assoc_written + int(cycle.assoc_written),
+                taken_back=old.taken_back + int(cycle.taken_back),
                 job_rows_skipped=old.job_rows_skipped + (len(cycle.snapshot.skipped_rows) if cycle.snapshot else 0),
             )
             if cycle.algorithm:  # fairshared_info's algorithm: the cycle's, in the view formatted below
@@ -332,6 +338,11 @@ class Metrics:
                 changes["counted_twice"] = int(cycle.fairshare_counted_twice)
             if cycle.controller is not None:
                 changes["controller_active"] = int(cycle.controller.active)
+            if cycle.push_mode == "assoc_priority" and fresh:
+                changes["push_blocked"] = int(cycle.blocked is not None)
+                changes["assoc_planned"] = len(cycle.assoc_actions)
+            elif cycle.push_mode != "assoc_priority":
+                changes["push_blocked"] = changes["assoc_planned"] = None
             if fresh:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
@@ -467,6 +478,11 @@ class Metrics:
             ("push_deferred", v.push_deferred,
              "Planned updates left for a later cycle: over what the rate (push.max_rate, slurmctld's "
              "rl_enable) allows in a period, or this daemon's head went standby."),
+            ("assoc_priorities_written", v.assoc_written,
+             "Association priorities written to slurmdbd (push.mode assoc_priority)."),
+            ("taken_back", v.taken_back,
+             "Values of a previous push.mode taken back (SiteFactor, nice, fixed priorities, association "
+             "priorities) before the new mode pushed."),
             ("skipped_job_rows", v.job_rows_skipped,
              "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
         ):
@@ -480,6 +496,13 @@ class Metrics:
             yield _gauge("controller_active", "1 while this daemon may push: the slurmctld beside it is the one "
                          "in control (or the cluster has one SlurmctldHost, or controller.push_when = always); "
                          "0 on the standby head (absent until a cycle checked).", [({}, v.controller_active)])
+        if v.push_blocked is not None:
+            yield _gauge("push_blocked", "push.mode assoc_priority: 1 while the last cycle wrote nothing because "
+                         "the cluster would count association priorities wrongly (the log names the slurm.conf "
+                         "setting) or associations hold priorities fairshared did not write; else 0.",
+                         [({}, v.push_blocked)])
+            yield _gauge("planned_association_priorities", "Association priorities the last cycle planned to "
+                         "write (in dry run: would have written).", [({}, v.assoc_planned)])
         if v.planned_updates is not None:
             yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                          "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
