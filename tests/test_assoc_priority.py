@@ -364,3 +364,15 @@ def test_metrics_say_when_nothing_may_be_written(tmp_path, monkeypatch):
     r.cycle()
     got = samples(m)
     assert got["fairshared_push_blocked"] == 1 and got["fairshared_assoc_priorities_written_total"] == 14
+
+
+def test_a_reload_from_priority_releases_every_fixed_priority(tmp_path):
+    """The way back from push mode priority reads each job's fixed flag though the new mode does not."""
+    r, cluster = demo(tmp_path, mode="priority")
+    fixed = {a.job_id for a in r.cycle().applied}
+    assert fixed and all(cluster.pushed[j]["direct_set_prio"] for j in fixed)
+    reconfigure(r, cluster, "site_factor")
+    res = r.cycle()
+    assert res.outcome == "success" and res.taken_back >= len(fixed)
+    assert not any(cluster.pushed[j].get("direct_set_prio") for j in fixed)
+    assert all(cluster.pushed[j]["site_factor"] is not None for j in fixed if j in {a.job_id for a in res.applied})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..model import InputError
 from ..plan import PushState
-from ..records import JobGone, PushAction
+from ..records import PushAction
 from ..takeback import Takeback, plan_takeback
 
 WHAT = {"site_factor": "SiteFactor", "nice": "Nice", "release": "release (recalculated again)"}
@@ -47,6 +47,7 @@ def register(subparsers) -> None:
 def cmd_undo(args: argparse.Namespace) -> int:
     from ..daemon import statefiles
     from ..daemon.config import load_config
+    from ..daemon.runner import apply_takeback
     from ..daemon.service import make_assoc_writer, make_source_and_updater, state_dir
     config = load_config(args.config)
     directory = Path(args.state_dir) if args.state_dir else state_dir(config, args.demo)
@@ -71,34 +72,13 @@ def cmd_undo(args: argparse.Namespace) -> int:
             _say(args, state, tb, applied=False, left=state)
             return 0
         with contextlib.redirect_stdout(sys.stderr):
-            failed_jobs, failed_assocs, errors = _apply(tb, updater, writer, snap.cluster)
+            failed_jobs, failed_assocs, errors = apply_takeback(tb, updater, writer, snap.cluster)
         left = tb.left(state, failed_jobs, failed_assocs)
         statefiles.write_atomic(directory, "push-state.json", json.dumps(left.to_dict()).encode())
         _say(args, state, tb, applied=True, left=left, errors=errors)
         return 1 if left else 0
     finally:
         os.close(lock)
-
-
-def _apply(tb: Takeback, updater, writer, cluster) -> tuple[set[int], set[int], list[str]]:
-    from ..push_assoc import by_value
-    from ..records import PushError
-
-    failed_jobs: set[int] = set()
-    failed_assocs: set[int] = set()
-    errors: list[str] = []
-    if tb.job_actions:
-        for action, err in zip(tb.job_actions, updater.apply_many(tb.job_actions)):
-            if err is not None and not isinstance(err, JobGone):
-                failed_jobs.add(action.job_id)
-                errors.append(str(err))
-    for value, group in by_value(tb.assoc_actions):
-        try:
-            writer.write(cluster, [a.id for a in group], value)
-        except PushError as exc:
-            failed_assocs.update(a.id for a in group)
-            errors.append(str(exc))
-    return failed_jobs, failed_assocs, errors
 
 
 def _job_line(a: PushAction) -> str:

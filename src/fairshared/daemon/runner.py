@@ -86,6 +86,30 @@ def period_for(config: Config, settings: ClusterSettings | None) -> float:
     return cp if 0 < cp < math.inf else 300.0
 
 
+def apply_takeback(tb, updater: JobUpdater, writer: AssocWriter | None, cluster: str | None
+                   ) -> tuple[set[int], set[int], list[str]]:
+    """Write a :class:`~fairshared.takeback.Takeback`: its job actions through ``updater`` (releases
+    first), its association priorities one request per value.  (job ids, association ids, errors) of
+    what failed; a job that ended meanwhile has nothing left to take back, so it is not a failure."""
+    failed_jobs: set[int] = set()
+    failed_assocs: set[int] = set()
+    errors: list[str] = []
+    if tb.job_actions:
+        for action, err in zip(tb.job_actions, updater.apply_many(tb.job_actions)):
+            if err is not None and not isinstance(err, JobGone):
+                failed_jobs.add(action.job_id)
+                errors.append(str(err))
+    for value, group in by_value(tb.assoc_actions):
+        try:
+            if writer is None:
+                raise PushError("no association writer for this source")
+            writer.write(cluster, [a.id for a in group], value)
+        except PushError as exc:
+            failed_assocs.update(a.id for a in group)
+            errors.append(str(exc))
+    return failed_jobs, failed_assocs, errors
+
+
 class Runner:
     """Holds the source, updater, metrics and push state; ``cycle()`` runs one cycle.
 
@@ -358,17 +382,9 @@ class Runner:
         if rows is None and self.state.assocs:
             rows = self._assoc_writer().read(snap.cluster)
         tb = plan_takeback(self.state, snap.jobs, rows)
-        failed_jobs: set[int] = set()
-        failed_assocs: set[int] = set()
-        for action, err in zip(tb.job_actions, self.updater.apply_many(tb.job_actions) if tb.job_actions else []):
-            if err is not None and not isinstance(err, JobGone):
-                failed_jobs.add(action.job_id)
-        for value, group in by_value(tb.assoc_actions):
-            try:
-                self._assoc_writer().write(snap.cluster, [a.id for a in group], value)
-            except PushError as exc:
-                failed_assocs.update(a.id for a in group)
-                self.log.error("taking back association priorities failed", error=str(exc)[:300])
+        failed_jobs, failed_assocs, errors = apply_takeback(tb, self.updater, self._assoc_writer(), snap.cluster)
+        for e in errors[:5]:
+            self.log.error("taking back the previous mode's values failed", error=e[:300])
         res.taken_back = len(tb.job_actions) + len(tb.assoc_actions) - len(failed_jobs) - len(failed_assocs)
         left = tb.left(self.state, failed_jobs, failed_assocs)
         self.log.info("push.mode changed: the previous mode's values taken back", previous=old, now=new,
@@ -405,7 +421,10 @@ class Runner:
     def _pull(self, mode: PushMode) -> tuple[Snapshot, object]:
         """A complete, consistent snapshot (read with the job details when the mode plans from them)
         and its tree; raises otherwise."""
-        snap = self.source.snapshot(details=True) if mode.job_details else self.source.snapshot()
+        # the way back from push mode priority needs each job's "fixed" flag, read with the details
+        takes_back_priority = self.state.mode == "priority" and self.state.mode != mode.name and bool(self.state)
+        details = mode.job_details or (takes_back_priority and self.source.reads_details)
+        snap = self.source.snapshot(details=True) if details else self.source.snapshot()
         check_snapshot_shape(snap)
         for warning in snap.warnings:  # e.g. which NO_NORMAL_* flags were assumed
             self.log.warning("priority inputs", detail=warning)
