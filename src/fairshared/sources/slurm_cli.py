@@ -47,7 +47,7 @@ from ..slurm.sshare import ID_FIELDS, ShareRow, parse_sshare, parse_sshare_ids
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from ..settings import ClusterSettings
-from .jobinfo_cli import JobInfoCli, read_jobs
+from .jobinfo_cli import JobInfoCli, _read_text, no_normal_flags, read_jobs
 from .slurm_commands import SlurmCommands
 
 
@@ -150,6 +150,11 @@ class SlurmCli(SlurmCommands):
         taken = time.time()
         raw_config = self.raw_config()  # parsed once, for the settings and the controllers
         settings = ClusterSettings.from_dict(priority_config(raw_config))  # the one build of this read
+        # before 25.11 NO_NORMAL_ALL is printed for any NO_NORMAL_* flag: slurm.conf tells them apart
+        # (push mode assoc_priority needs to know whether NO_NORMAL_ASSOC is one of them)
+        if "NO_NORMAL_ALL" in settings.flags:
+            resolved, _ = no_normal_flags(raw_config, settings, _read_text(raw_config.get("SLURM_CONF")))
+            settings = settings.with_values(priority_flags=resolved)
         try:
             records = self.assoc_mgr()
         except SourceTimeout:
