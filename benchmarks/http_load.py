@@ -14,6 +14,10 @@ line per formatting), and, after a warm-up (a cycle, a scrape in each format):
    (default 25: a cycle publishes meanwhile, and the server's idle timeout closes them).  Bound:
    the daemon's RSS grows by < ``--max-rss-growth`` MB (default 50) over its RSS after the
    warm-up.
+3. **pipelining non-readers** — ``--pipeliners`` clients (default 50) each send 3 ``GET /metrics``
+   in one go and never read, held for ``--pipeline-hold`` seconds (default 15); meanwhile
+   ``GET /-/healthy`` and a reading ``GET /metrics`` every 0.5 s.  Bound: the worst of each
+   < ``--max-healthy`` s (issue 26: 4 such clients silenced every answer for 63 s).
 
 It prints the figures, the formattings per format and cycle (expected: at most one per format
 per published cycle, however many scrapes), the daemon's peak RSS, threads and open descriptors
@@ -142,6 +146,31 @@ def scraper(port: int, stop: threading.Event, latencies: list[float]) -> None:
         i += 1
 
 
+def pipeliners(port: int, n: int) -> list[socket.socket]:
+    socks = []
+    for i in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        accept = (TEXT, OPENMETRICS)[i % 2]
+        s.sendall(f"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\n\r\n".encode() * 3)
+        socks.append(s)
+    return socks
+
+
+def closed_by_server(s: socket.socket) -> bool:
+    """Whether the server closed ``s`` (what it sent before is read and dropped)."""
+    s.settimeout(0.2)
+    try:
+        while s.recv(1 << 20):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=50000, help="pending jobs in the demo queue (default 50000)")
@@ -151,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attack", type=float, default=30.0, help="seconds the slowloris lasts (default 30)")
     ap.add_argument("--stuck", type=int, default=24, help="scrapers that never read (default 24)")
     ap.add_argument("--hold", type=float, default=25.0, help="seconds they are held (default 25)")
+    ap.add_argument("--pipeliners", type=int, default=50,
+                    help="clients sending 3 pipelined GET /metrics and never reading (default 50)")
+    ap.add_argument("--pipeline-hold", type=float, default=15.0, help="seconds they are held (default 15)")
     ap.add_argument("--max-healthy", type=float, default=1.0,
                     help="bound on /-/healthy latency, s (default 1)")
     ap.add_argument("--max-rss-growth", type=float, default=50.0, help="bound on RSS growth, MB (default 50)")
@@ -233,6 +265,25 @@ def main(argv: list[str] | None = None) -> int:
             s.close()
         results.update(stuck_scrapers=args.stuck, rss_growth_mb=round((max(rss) - base["VmRSS"]) / 1024, 1),
                        healthy_after_stuck_s=round(healthy_after, 3))
+
+        # 3. clients that pipeline scrapes and never read
+        sampler.phase = "pipeliners"
+        held = pipeliners(port, args.pipeliners)
+        p_healthy, p_scrapes = [], []
+        end = time.monotonic() + args.pipeline_hold
+        while time.monotonic() < end:
+            for path, into in (("/-/healthy", p_healthy), ("/metrics", p_scrapes)):
+                try:
+                    into.append(get(port, path, timeout=10)[0])
+                except OSError:
+                    into.append(10.0)
+            time.sleep(0.5)
+        closed = sum(closed_by_server(s) for s in held)
+        for s in held:
+            s.close()
+        results.update(pipeliners=args.pipeliners, pipeline_healthy_max_s=round(max(p_healthy), 3),
+                       pipeline_scrape_max_s=round(max(p_scrapes), 3), pipeline_probes=len(p_healthy),
+                       pipeliners_closed_by_server=closed)
     finally:
         sampler.stop.set()
         if proc.poll() is None:
@@ -258,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ok_healthy = results["healthy_max_s"] < args.max_healthy and not results["healthy_errors"]
     ok_rss = results["rss_growth_mb"] < args.max_rss_growth
+    ok_pipeline = max(results["pipeline_healthy_max_s"], results["pipeline_scrape_max_s"]) < args.max_healthy
     ok_render = all(n <= len(cycles) for n in by_type.values())  # at most one per format per cycle
     print(f"demo daemon, {args.jobs} pending jobs, /metrics {results['metrics_bytes'] / 1e6:.1f} MB, "
           f"{len(cycles)} cycles {args.period:g} s apart, "
@@ -272,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"stuck scrapers: {args.stuck} that send GET /metrics and never read, {args.hold:g} s")
     print(f"  RSS growth: {results['rss_growth_mb']} MB  (bound < {args.max_rss_growth:g} MB)  "
           f"{'PASS' if ok_rss else 'FAIL'};  /-/healthy meanwhile {results['healthy_after_stuck_s']} s")
+    print(f"pipelining non-readers: {args.pipeliners} clients x 3 GET /metrics, never read, "
+          f"{args.pipeline_hold:g} s ({closed} closed by the server, answer stalled)")
+    print(f"  /-/healthy max {results['pipeline_healthy_max_s']} s, reading /metrics max "
+          f"{results['pipeline_scrape_max_s']} s, {len(p_healthy)} of each  "
+          f"(bound < {args.max_healthy:g} s)  "
+          f"{'PASS' if ok_pipeline else 'FAIL'}")
     kinds = ", ".join(f"{k.split(';')[0]} {v}" for k, v in sorted(by_type.items()))
     print(f"formattings of /metrics: {len(formatted)} in {len(cycles)} cycles ({kinds}; slowest "
           f"{results['format_seconds_max']} s); at most one per format per cycle  "
@@ -279,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"log: {len(events)} lines, {len(pressure)} 'http under pressure' summaries")
     print(f"daemon peaks: RSS {results['peak_rss_mb']} MB, {peak['Threads']} threads, "
           f"{peak['fds']} open descriptors")
-    ok = ok_healthy and ok_rss and ok_render
+    ok = ok_healthy and ok_rss and ok_render and ok_pipeline
     if ok:
         shutil.rmtree(tmp, ignore_errors=True)
     else:

@@ -639,12 +639,13 @@ def test_pressure_summarises_waitress_warnings_once_per_interval():
         logging.getLogger("waitress").warning("total open connections reached the connection limit, "
                                               "no longer accepting new connections")
         p.slow(3)
+        p.stalled(2)
         now[0] += 5
         assert p.flush() is False and lines == []  # within the minute: counted, not said
         now[0] += 55
         assert p.flush() is True and lines == [("http under pressure", {
-            "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "connection_limit_reached": 1,
-            "seconds": 60.0})]
+            "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "stalled_answers_closed": 2,
+            "connection_limit_reached": 1, "seconds": 60.0})]
         assert p.flush() is False
         now[0] += 100
         queue.warning("Task queue depth is %d", 2)  # after a quiet spell: a new window
@@ -695,4 +696,102 @@ def test_a_queue_for_the_workers_is_one_log_line_not_one_per_request(caplog):
         assert lines[0][1]["queued"] >= 25 and lines[0][1]["max_queue_depth"] >= 25, lines
     finally:
         gate.set()
+        srv.stop(2)
+
+
+# -- clients that ask and never read: no request thread is theirs to hold (issue 26, item 1) ----------
+
+def stuck_pipeliners(port: int, n: int, requests: int = 3, path: str = "/metrics") -> list[socket.socket]:
+    """``n`` connections that each send ``requests`` pipelined GETs in one go and never read."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode() * requests)
+        socks.append(s)
+    return socks
+
+
+def timed_read(port: int, path: str, timeout: float = 10) -> tuple[float, bytes]:
+    """timed_get for a big answer (read into one buffer, not a string of copies)."""
+    t0 = time.monotonic()
+    out = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        while chunk := s.recv(1 << 20):
+            out += chunk
+    return time.monotonic() - t0, bytes(out)
+
+
+def read_to_close(s: socket.socket, limit: int = 64 * 2**20) -> bool:
+    """Whether the server closed ``s``: read what it had sent before closing, up to end of stream."""
+    s.settimeout(0.5)
+    got = 0
+    try:
+        while got < limit:
+            chunk = s.recv(65536)
+            if not chunk:
+                return True
+            got += len(chunk)
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except (TimeoutError, BlockingIOError):
+        return False
+    return False
+
+
+def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12):
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    big = b"x" * (body_mib * 2**20)  # bigger than half waitress's 16 MiB output high-water mark
+    ep = Endpoints(render_metrics=lambda accept: ((b"# m\n", big), "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
+                   recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 128), max_connections=256, timeout=timeout,
+                     backlog=128, threads=threads)
+    srv.start()
+    return srv, len(big) + 4
+
+
+def test_fifty_pipelining_clients_that_never_read_hold_no_request_thread():
+    """The issue's attack (4 connections x 3 pipelined GET /metrics, never read, silenced every answer
+    for 63 s), with 50 such clients: the probes and a reading scraper still answer within 1 s, and
+    the stuck connections are closed once their answer has made no progress for http.timeout s."""
+    srv, size = big_metrics_server(threads=4, timeout=3)
+    port = srv.address[1]
+    socks = stuck_pipeliners(port, 50)
+    try:
+        time.sleep(1.0)  # every stuck connection has its requests in
+        worst = 0.0
+        for path in ("/-/healthy", "/-/ready", "/-/healthy"):
+            took, out = timed_get(port, path, timeout=10)
+            assert out.startswith(b"HTTP/1.1 200"), (path, out[:80])
+            worst = max(worst, took)
+        took, out = timed_read(port, "/metrics")
+        assert len(out.partition(b"\r\n\r\n")[2]) == size  # a reading scraper gets the whole answer
+        worst = max(worst, took)
+        assert worst < 1.0, f"a probe or scrape took {worst:.2f} s behind 50 clients that never read"
+        time.sleep(4.5)  # > http.timeout (3 s) + the once-a-second check without progress
+        assert sum(read_to_close(s) for s in socks) == 50
+        assert len(srv.server.active_channels) == 0
+    finally:
+        for s in socks:
+            s.close()
+        srv.stop(2)
+
+
+def test_pipelining_is_bounded_per_connection():
+    from fairshared.daemon.httplimits import MAX_PIPELINED
+
+    srv, _ = big_metrics_server(threads=2, timeout=5, body_mib=1)
+    port = srv.address[1]
+    try:
+        out = raw(port, b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n" * (MAX_PIPELINED + 20), timeout=5)
+        # the first MAX_PIPELINED answered, the last of them with Connection: close, the rest dropped
+        assert out.count(b"HTTP/1.1 200") == MAX_PIPELINED
+        assert out.count(b"Connection: close") == 1
+        assert out.endswith(b"Connection: close\r\n\r\nok\n") or out.rstrip().endswith(b"ok")
+    finally:
         srv.stop(2)

@@ -152,7 +152,8 @@ class HttpConfig(_Strict):
     backlog: int = Field(128, ge=1, le=65535)
     """The listen backlog."""
     timeout: int = Field(10, ge=1, le=3600)
-    """Seconds a connection may be idle (nothing received, no request in progress) before it is closed."""
+    """Seconds a connection may be idle (nothing received, no request in progress) before it is closed;
+    also how long an answer may wait, not a byte of it read by the client, before its connection is."""
     request_timeout: float = Field(5.0, gt=0, le=600)
     """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
     body) from its first byte; a connection still sending after that is closed, however steadily

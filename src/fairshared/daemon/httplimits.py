@@ -6,12 +6,24 @@
   a request's first byte arrived; :func:`close_slow_requests`, run from waitress's own once-a-second
   maintenance, closes every connection whose request is not complete ``request_timeout`` seconds
   after that, however steadily it trickles.  A request that arrived whole is never cut off here.
+* **No request thread for a client that does not read.**  waitress parks a worker thread
+  while a connection's unsent output is above its 16 MB high-water mark, and two pipelined
+  ``GET /metrics`` of 11 MB are above it: four such clients held every worker, and neither
+  timeout closes a connection with a request in service.  The server sets the mark out of
+  reach (httpserver.py: the big bodies are views of the metrics cache's bytes, never copies, so
+  what is queued costs references, not memory), so a worker queues its answer and moves on.
+  :func:`close_stalled` then closes every connection whose pending output has made no progress
+  for ``send_timeout`` seconds (the loop closes it at once: a socket whose peer reads nothing
+  never becomes writable, so waitress's own ``will_close`` would wait for ever), and
+  :class:`DeadlineChannel` serves at most :data:`MAX_PIPELINED` requests received in one go:
+  the last of them is answered with ``Connection: close`` and the rest are dropped.
 * **One log line for a flood, not one per request.**  waitress logs ``Task queue depth is N``
   for every request that waits for a worker (15,038 lines in 5 s in the issue's attack), and a
   warning each time the connection limit is reached.  :class:`Pressure` is a logging filter on
   those records: it counts them and drops them, and :meth:`Pressure.flush` (called by the server
   thread every second) logs one summary line per ``interval`` (60 s) that saw any: how often
-  requests waited, the deepest queue, the slow requests closed, the times the limit was reached.
+  requests waited, the deepest queue, the slow requests and stalled answers closed, the times
+  the limit was reached.
 """
 
 from __future__ import annotations
@@ -25,7 +37,9 @@ from waitress.channel import HTTPChannel
 
 from ..logs import get_logger
 
-__all__ = ["DeadlineChannel", "Pressure", "close_slow_requests"]
+__all__ = ["MAX_PIPELINED", "DeadlineChannel", "Pressure", "close_slow_requests", "close_stalled"]
+
+MAX_PIPELINED = 8  # requests a connection may have queued at once (Prometheus sends one at a time)
 
 QUEUE_MESSAGE = "Task queue depth is %d"  # waitress/task.py, logger waitress.queue
 LIMIT_MESSAGES = ("total open connections reached the connection limit",  # waitress/server.py
@@ -36,16 +50,57 @@ class DeadlineChannel(HTTPChannel):
     """A waitress channel that knows since when its current request has been arriving."""
 
     request_started: float | None = None  # time.monotonic() of the first byte of the incomplete request
+    bytes_sent = 0  # sent to the peer so far (progress, for close_stalled)
+    stalled_mark: tuple[float, int] | None = None  # (monotonic time, bytes_sent) output was last seen moving
 
     def received(self, data):
         before = self.request
         try:
             return super().received(data)
         finally:
+            self._bound_pipeline()
             if self.request is None:  # nothing half-received: complete requests are the workers' now
                 self.request_started = None
             elif self.request is not before or self.request_started is None:  # a new request began
                 self.request_started = time.monotonic()
+
+    def _bound_pipeline(self) -> None:
+        """Keep at most MAX_PIPELINED queued requests: the last kept closes the connection after its
+        answer, the others (and any half-received one) are dropped unanswered."""
+        with self.requests_lock:
+            if len(self.requests) <= MAX_PIPELINED:
+                return
+            for extra in self.requests[MAX_PIPELINED:]:
+                extra.close()
+            del self.requests[MAX_PIPELINED:]
+            self.requests[-1].headers["CONNECTION"] = "close"  # read by waitress's task for its answer
+            if self.request is not None:
+                self.request.close()
+                self.request = None
+
+    def send(self, data, do_close=True):
+        n = super().send(data, do_close=do_close)
+        self.bytes_sent += n or 0
+        return n
+
+
+def close_stalled(channels: Iterable, send_timeout: float, now: float | None = None) -> int:
+    """Close every channel whose unsent output has not moved for over ``send_timeout`` s (a peer
+    that reads nothing); how many.  Runs in the server loop's thread, as waitress's own closes do."""
+    now = time.monotonic() if now is None else now
+    closed = 0
+    for ch in list(channels):
+        if not getattr(ch, "total_outbufs_len", 0):
+            ch.stalled_mark = None
+            continue
+        mark = getattr(ch, "stalled_mark", None)
+        sent = getattr(ch, "bytes_sent", 0)
+        if mark is None or mark[1] != sent:
+            ch.stalled_mark = (now, sent)
+        elif now - mark[0] > send_timeout:
+            ch.handle_close()  # also wakes a worker that waits on the channel's output
+            closed += 1
+    return closed
 
 
 def close_slow_requests(channels: Iterable, request_timeout: float, now: float | None = None) -> int:
@@ -77,6 +132,7 @@ class Pressure(logging.Filter):
         self.queued = 0
         self.max_depth = 0
         self.slow_closed = 0
+        self.stalled_closed = 0
         self.limit_reached = 0
         self._since: float | None = None
 
@@ -105,6 +161,12 @@ class Pressure(logging.Filter):
                 self._note()
                 self.slow_closed += n
 
+    def stalled(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self._note()
+                self.stalled_closed += n
+
     def flush(self, force: bool = False) -> bool:
         """Log the summary of a window once it is ``interval`` old (or at once with ``force``); a
         window opens at the first warning after a quiet spell.  Whether a line was logged."""
@@ -113,7 +175,7 @@ class Pressure(logging.Filter):
             if self._since is None or (now - self._since < self.interval and not force):
                 return False
             fields = {"queued": self.queued, "max_queue_depth": self.max_depth,
-                      "slow_requests_closed": self.slow_closed,
+                      "slow_requests_closed": self.slow_closed, "stalled_answers_closed": self.stalled_closed,
                       "connection_limit_reached": self.limit_reached, "seconds": round(now - self._since, 1)}
             self._reset()
         self._log("http under pressure", **fields)

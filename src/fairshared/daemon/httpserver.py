@@ -8,6 +8,12 @@
   backlog; it is capped at half the process's descriptor limit, so cycles always have some;
 * ``channel_timeout``: a connection with nothing received and no request in progress for that
   long is closed (idle keep-alives and half-sent requests alike);
+* a client that does not read holds no worker thread: waitress's output high-water mark
+  (where a worker waits for the client to read) is set out of reach, since the big answers
+  are views of the metrics cache (http.Parts), not copies; a connection whose answer has not
+  moved for ``timeout`` seconds is closed (httplimits.close_stalled), and at most
+  httplimits.MAX_PIPELINED requests received in one go are served (the last with
+  ``Connection: close``);
 * ``request_timeout`` (httplimits.py): a request not received whole that long after its first
   byte is closed however steadily it trickles (slowloris), checked every second;
 * waitress's per-request warnings under load (a queue for the workers, the connection limit) are
@@ -28,11 +34,14 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
-from .httplimits import DeadlineChannel, Pressure, close_slow_requests
+from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_stalled
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
 MAX_HEADER_BYTES = 8192
+# waitress parks a worker thread while a connection's unsent output is above this: never, here.
+# What is queued are views of cached bytes (http.Parts) or small answers; close_stalled bounds how long.
+OUTBUF_NEVER_WAIT = 2**62
 
 
 def bind(listen: str, backlog: int) -> socket.socket:
@@ -76,11 +85,12 @@ class HttpServer:
         self.socket = sock
         self.connection_limit = connection_limit(max_connections)
         self.request_timeout = request_timeout
+        self.send_timeout = float(timeout)
         self.server = waitress.create_server(
             app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
             channel_timeout=timeout, cleanup_interval=1, backlog=backlog,
             max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=1, ident="fairshared",
-            asyncore_use_poll=True, expose_tracebacks=False)
+            asyncore_use_poll=True, expose_tracebacks=False, outbuf_high_watermark=OUTBUF_NEVER_WAIT)
         # the request deadline: waitress's own maintenance (every cleanup_interval, in the loop's
         # thread) closes idle connections; ours then closes the ones whose request is too slow
         self.server.channel_class = DeadlineChannel
@@ -91,6 +101,7 @@ class HttpServer:
             idle_check(now)
             channels = self.server.active_channels.values()
             self.pressure.slow(close_slow_requests(channels, self.request_timeout))
+            self.pressure.stalled(close_stalled(channels, self.send_timeout))
 
         self.server.maintenance = maintenance
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
