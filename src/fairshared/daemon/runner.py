@@ -197,7 +197,10 @@ class Runner:
             self.started_at = time.monotonic()
             self._take_config()
             self.number += 1
-            res = self._cycle(reason)
+            try:
+                res = self._cycle(reason)
+            except Exception as exc:  # a bug, or a value nothing checked: a failed cycle like any other
+                res = self._raised(exc)
             t0 = time.monotonic()
             if self.metrics is not None:
                 try:
@@ -225,6 +228,7 @@ class Runner:
         res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
                           source=self.source.name, push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
+        self._current = res  # what _raised reports if a stage raises
         t0 = time.monotonic()
         try:
             snap, tree = self._pull(mode)
@@ -254,6 +258,20 @@ class Runner:
         if not cfg.push.dry_run and res.actions:
             self._push(res, mode, planned)
         res.seconds["push"] = time.monotonic() - t0
+        return res
+
+    def _raised(self, exc: Exception) -> CycleResult:
+        """The cycle whose stage raised ``exc``: failed at that stage, logged with the traceback.  A push
+        that raised leaves the push state as a restart would find it (its write-ahead, on disk)."""
+        res = getattr(self, "_current", None)
+        if res is None or res.number != self.number:
+            res = CycleResult(number=self.number, started=time.time(), source=self.source.name,
+                              push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)
+        stage = "pull" if res.snapshot is None else "push" if res.actions and not res.dry_run else "compute"
+        self.log.error("cycle raised", cycle=res.number, stage=stage, exc_info=True)
+        if stage == "push":
+            self.state = self._load_state()
+        res.outcome, res.error = f"{stage}_failed", f"{stage}: {exc!r}"
         return res
 
     def _check_controller(self, snap: Snapshot) -> Role:
