@@ -174,3 +174,24 @@ def test_recompute_refuses_a_redirect_and_the_token_stays_home(tmp_path, code):
     finally:
         door.shutdown()
         elsewhere.shutdown()
+
+
+# -- nor sent through a proxy ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_recompute_never_sends_the_token_through_a_proxy(tmp_path, host):
+    """`$http_proxy` set (as on many login nodes): the token went to the proxy, even for 127.0.0.1."""
+    daemon = serve((200, None))
+    proxy = serve((200, None))  # a fake proxy: records what it is sent
+    try:
+        purl = f"http://127.0.0.1:{proxy.server_address[1]}"
+        env = {**os.environ, "FAIRSHARED_TOKEN": "s3cret", "http_proxy": purl, "HTTP_PROXY": purl,
+               "https_proxy": purl, "all_proxy": purl, "no_proxy": "", "NO_PROXY": ""}
+        res = recompute("--url", f"http://{host}:{daemon.server_address[1]}", "--timeout", "5", env=env)
+        assert proxy.seen == []
+        assert [(s[0], s[1], s[2].get("Authorization")) for s in daemon.seen] == [
+            ("POST", "/-/recompute", "Bearer s3cret")]
+        assert res.returncode == 1  # the fake daemon's {} is no successful cycle
+    finally:
+        daemon.shutdown()
+        proxy.shutdown()
