@@ -232,7 +232,8 @@ class StateConfig(_Strict):
     ``planned`` (how many updates were planned) and ``pushed`` (the updates Slurm accepted:
     {job_id, field, old, new, contribution} each).  A line per cycle holds the whole tree:
     meant for fault drills and audits, not for a big cluster's every cycle.  A write that
-    fails is logged and never fails the cycle; put it outside ``directory`` to keep it when
+    fails is logged, counted (``audit_records_lost`` in /-/status) and never fails the cycle, and
+    leaves no partial line; put it outside ``directory`` to keep it when
     that disk is full."""
 
 

@@ -123,6 +123,7 @@ class Runner:
         self.role: Role | None = None
         self.active_since: int | None = None
         self.started_at: float | None = None  # time.monotonic() at the last cycle's start
+        self.audit_lost = 0  # audit records not written since start (a full disk): see _audit
         self.sleep = time.sleep  # the push's pacing (push_rate); tests replace it
 
     # -- push state on disk ----------------------------------------------------------------------
@@ -476,7 +477,9 @@ class Runner:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
-            self.log.error("cannot write the audit log", file=str(path), error=str(exc))
+            self.audit_lost += 1  # the record is missing, never half-written (statefiles.append_line)
+            self.log.error("cannot write the audit log", file=str(path), error=str(exc),
+                           audit_records_lost=self.audit_lost)
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""
@@ -503,6 +506,7 @@ class Runner:
             "controller": r.controller.detail if r and r.controller else None,
             "dry_run": r.dry_run if r else self.config.push.dry_run,
             "consecutive_failures": self.failures,
+            "audit_records_lost": self.audit_lost,  # state.audit_log records a write failed to add
             # stale = the metrics we serve are not from this cycle (a push error does not make them stale)
             "stale": bool(r and r.outcome in ("pull_failed", "compute_failed")),
             "last_success": self.last_good.started if self.last_good else None,
