@@ -148,8 +148,9 @@ class HttpConfig(_Strict):
     auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
     go to the network unasked), no on loopback; true / false: always / never."""
     max_connections: int = Field(512, ge=1, le=10000)
-    """Open connections at most; past it new ones wait in the listen backlog (never more than half
-    the process's file-descriptor limit, so a cycle always has descriptors left).  An open
+    """Open connections at most (never more than half the process's file-descriptor limit, so a cycle
+    always has descriptors left); past it new ones wait in the listen backlog, each given the slot
+    of the connection whose request has been arriving longest, else idle longest.  An open
     connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
     hundred slow connections do not hold the probes and scrapes in the backlog."""
     backlog: int = Field(128, ge=1, le=65535)
