@@ -74,6 +74,25 @@ def test_a_pid_file_naming_another_program_is_refused(tmp_path, stranger):
     assert stranger.poll() is None  # not signalled
 
 
+def test_a_stale_pid_file_naming_a_process_that_mentions_fairshared_is_refused(tmp_path):
+    """`tail -f /var/log/fairshared.log` got the pid of a stopped daemon, and SIGUSR1 killed it: its
+    command line says fairshared.  Only the process that holds the pid file's lock is the daemon."""
+    log = tmp_path / "fairshared.log"
+    log.write_text("")
+    tail = subprocess.Popen(["tail", "-f", str(log)], stdout=subprocess.DEVNULL)
+    try:
+        pf = tmp_path / "fairshared.pid"
+        pf.write_text(f"{tail.pid}\n")
+        pf.chmod(0o600)
+        res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+        refused(res, f"pid file {pf}", f"pid {tail.pid}", "does not hold the pid file's lock")
+        time.sleep(0.2)
+        assert tail.poll() is None  # not signalled
+    finally:
+        tail.kill()
+        tail.wait()
+
+
 @pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
 def test_a_pid_file_others_may_write_is_refused(tmp_path, bystander, mode):
     pf = tmp_path / "fairshared.pid"

@@ -18,7 +18,8 @@ def register(subparsers) -> None:
         "$all_proxy are ignored, for every address, so the token never goes to a proxy; a redirect is "
         "refused, never followed with the token) or, with --signal, by sending SIGUSR1 to the pid in the daemon's pid file and waiting "
         "for its status file. The pid file must be a regular file owned by you, root or the daemon's user, "
-        "writable by no one else, and name a fairshared process; otherwise nothing is signalled (exit 2).",
+        "writable by no one else, and name the fairshared process that holds its lock (a stale file's "
+        "pid is never signalled); otherwise nothing is signalled (exit 2).",
     )
     q.add_argument("--config", metavar="FILE",
                    help="the daemon's TOML configuration (for its address and token)")
