@@ -1111,3 +1111,34 @@ def test_metrics_associations_bounds_the_per_association_series(which, users, ac
     assert 'fairshared_user_pending_jobs{account="a",user="u1"}' in text  # the queue's counts stay
     with pytest.raises(ValueError, match="metrics.associations: 'users' is not one of all, accounts, none"):
         Metrics(version="1", registry=CollectorRegistry(auto_describe=False), associations="users")
+
+
+def test_any_number_of_distinct_accept_headers_formats_at_most_two_per_cycle():
+    """187 distinct Accept headers cost 12 formattings in one cycle (one per content type
+    prometheus-client knows): now one text and one OpenMetrics formatting per cycle, whatever asks."""
+    m = Metrics(version="1")
+    formatted = counting_formats(m)
+    m.publish(cycle(1))
+    headers = set()
+    for kind in ("application/openmetrics-text", "text/plain"):
+        for version in ("", "0.0.1", "0.0.4", "1.0.0", "2.0.0", "1.0.01", "9"):
+            for escaping in ("", "underscores", "allow-utf-8", "dots", "values", "bogus"):
+                for q in ("", ";q=0.5", ";q=0.9"):
+                    h = (kind + (f";version={version}" if version else "")
+                         + (f";escaping={escaping}" if escaping else ""))
+                    headers.add(h + q)
+    headers |= {PROMETHEUS_ACCEPT, "", "*/*", "text/html", "application/json"}
+    assert len(headers) >= 187
+    types = {}
+    for h in sorted(headers):
+        parts, ctype = m.exposition(h)
+        types.setdefault(ctype, set()).add(id(parts[-1]))
+        body = b"".join(parts)
+        assert body.endswith(b"# EOF\n") == ctype.startswith("application/openmetrics-text"), (h, ctype)
+    assert len(formatted) == 2 and m.render_count == 2
+    assert len(types) == 2 and all(len(ids) == 1 for ids in types.values()), types
+    assert m.exposition(PROMETHEUS_ACCEPT)[1].startswith("application/openmetrics-text; version=1.0.0")
+    m.publish(cycle(2))
+    for h in sorted(headers):
+        m.exposition(h)
+    assert len(formatted) == 4

@@ -74,6 +74,25 @@ def test_a_pid_file_naming_another_program_is_refused(tmp_path, stranger):
     assert stranger.poll() is None  # not signalled
 
 
+def test_a_stale_pid_file_naming_a_process_that_mentions_fairshared_is_refused(tmp_path):
+    """`tail -f /var/log/fairshared.log` got the pid of a stopped daemon, and SIGUSR1 killed it: its
+    command line says fairshared.  Only the process that holds the pid file's lock is the daemon."""
+    log = tmp_path / "fairshared.log"
+    log.write_text("")
+    tail = subprocess.Popen(["tail", "-f", str(log)], stdout=subprocess.DEVNULL)
+    try:
+        pf = tmp_path / "fairshared.pid"
+        pf.write_text(f"{tail.pid}\n")
+        pf.chmod(0o600)
+        res = recompute("--signal", "--config", config_with_pid_file(tmp_path, pf), "--timeout", "2")
+        refused(res, f"pid file {pf}", f"pid {tail.pid}", "does not hold the pid file's lock")
+        time.sleep(0.2)
+        assert tail.poll() is None  # not signalled
+    finally:
+        tail.kill()
+        tail.wait()
+
+
 @pytest.mark.parametrize("mode", [0o664, 0o646, 0o666])
 def test_a_pid_file_others_may_write_is_refused(tmp_path, bystander, mode):
     pf = tmp_path / "fairshared.pid"
@@ -174,3 +193,24 @@ def test_recompute_refuses_a_redirect_and_the_token_stays_home(tmp_path, code):
     finally:
         door.shutdown()
         elsewhere.shutdown()
+
+
+# -- nor sent through a proxy ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_recompute_never_sends_the_token_through_a_proxy(tmp_path, host):
+    """`$http_proxy` set (as on many login nodes): the token went to the proxy, even for 127.0.0.1."""
+    daemon = serve((200, None))
+    proxy = serve((200, None))  # a fake proxy: records what it is sent
+    try:
+        purl = f"http://127.0.0.1:{proxy.server_address[1]}"
+        env = {**os.environ, "FAIRSHARED_TOKEN": "s3cret", "http_proxy": purl, "HTTP_PROXY": purl,
+               "https_proxy": purl, "all_proxy": purl, "no_proxy": "", "NO_PROXY": ""}
+        res = recompute("--url", f"http://{host}:{daemon.server_address[1]}", "--timeout", "5", env=env)
+        assert proxy.seen == []
+        assert [(s[0], s[1], s[2].get("Authorization")) for s in daemon.seen] == [
+            ("POST", "/-/recompute", "Bearer s3cret")]
+        assert res.returncode == 1  # the fake daemon's {} is no successful cycle
+    finally:
+        daemon.shutdown()
+        proxy.shutdown()

@@ -228,3 +228,57 @@ def test_the_command_log_of_the_cli_source_is_bounded():
 def write(path, text):
     path.write_text(text)
     return path
+
+
+# -- a full disk: a record is whole or missing (and counted), never glued onto the next ----------------
+
+FULL_DISK = r"""
+import json, resource, signal, sys
+from pathlib import Path
+from fairshared.daemon.statefiles import append_line
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is then EFBIG, like ENOSPC
+path = Path(sys.argv[1])
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+append_line(path, json.dumps({"cycle": 1}) + "\n")
+resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 10, hard))  # room for 10 bytes
+try:
+    append_line(path, json.dumps({"cycle": 2, "pad": "x" * 100}) + "\n")
+    print("written")
+except OSError as exc:
+    print("failed", exc.errno)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space again
+append_line(path, json.dumps({"cycle": 3}) + "\n")
+"""
+
+
+def test_a_full_disk_leaves_no_partial_audit_record(tmp_path):
+    import subprocess
+    import sys
+
+    log = tmp_path / "audit.jsonl"
+    res = subprocess.run([sys.executable, "-c", FULL_DISK, str(log)], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0 and res.stdout.split()[0] == "failed", (res.stdout, res.stderr)
+    assert [json.loads(line)["cycle"] for line in log.read_text().splitlines()] == [1, 3]
+
+
+def test_a_partial_line_left_before_is_not_glued_onto_the_next_record(tmp_path):
+    from fairshared.daemon.statefiles import append_line
+
+    log = tmp_path / "audit.jsonl"
+    log.write_text('{"cycle": 1}\n{"cycle": 2, "pa')  # what an older version left on a full disk
+    append_line(log, json.dumps({"cycle": 3}) + "\n")
+    assert log.read_text().splitlines()[-1] == '{"cycle": 3}'
+
+
+def test_a_lost_audit_record_is_counted_in_the_status(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    q = Queue([Job(1, "busy", "a", "batch", priority=10, site_factor=0)])
+    r = runner(q, tmp_path, state={"audit_log": str(blocker / "audit.jsonl")})
+    r.cycle()
+    r.cycle()
+    assert r.status()["audit_records_lost"] == 2
+    ok = runner(q, tmp_path / "ok", state={"audit_log": str(tmp_path / "audit.jsonl")})
+    ok.cycle()
+    assert ok.status()["audit_records_lost"] == 0

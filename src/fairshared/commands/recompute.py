@@ -14,10 +14,12 @@ def register(subparsers) -> None:
         "recompute",
         help="ask the running daemon for a cycle now and print its result",
         description="Ask the running daemon to run a cycle now and wait for its result: over HTTP "
-        "(POST /-/recompute on the daemon's listen address; a redirect is refused, never followed with "
-        "the token) or, with --signal, by sending SIGUSR1 to the pid in the daemon's pid file and waiting "
+        "(POST /-/recompute on the daemon's listen address, always directly: $http_proxy, $https_proxy and "
+        "$all_proxy are ignored, for every address, so the token never goes to a proxy; a redirect is "
+        "refused, never followed with the token) or, with --signal, by sending SIGUSR1 to the pid in the daemon's pid file and waiting "
         "for its status file. The pid file must be a regular file owned by you, root or the daemon's user, "
-        "writable by no one else, and name a fairshared process; otherwise nothing is signalled (exit 2).",
+        "writable by no one else, and name the fairshared process that holds its lock (a stale file's "
+        "pid is never signalled); otherwise nothing is signalled (exit 2).",
     )
     q.add_argument("--config", metavar="FILE",
                    help="the daemon's TOML configuration (for its address and token)")
@@ -116,16 +118,16 @@ def cmd_recompute(args: argparse.Namespace) -> int:
     return 0 if status.get("outcome") == "success" else 1
 
 
-
-
 def _no_redirects_opener():
-    """An opener that follows no redirect: urllib would resend the request's headers,
-    ``Authorization`` included, to wherever ``Location`` says; ``recompute`` talks to the daemon
-    only, so a 3xx surfaces as an HTTPError."""
+    """An opener that follows no redirect and uses no proxy.  urllib would resend the request's
+    headers, ``Authorization`` included, to wherever ``Location`` says, and send them to whatever
+    proxy $http_proxy names (127.0.0.1 included); ``recompute`` talks to the daemon only and
+    directly, so a 3xx surfaces as an HTTPError and the proxy variables are ignored."""
     import urllib.request
 
     class RefuseRedirects(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, req, fp, code, msg, headers, newurl):
             return None
 
-    return urllib.request.build_opener(RefuseRedirects())
+    # an empty ProxyHandler replaces the default one, which reads the proxy environment
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), RefuseRedirects())

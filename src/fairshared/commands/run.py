@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     r.add_argument("--dry-run", action="store_true",
                    help="compute and report what would be pushed; push nothing")
     r.add_argument("--period", type=_positive_float, metavar="SECONDS",
-                   help="seconds between cycles (default: the cluster's PriorityCalcPeriod)")
+                   help="seconds between cycles, at most 86400 (default: the cluster's PriorityCalcPeriod)")
     r.add_argument("--listen", metavar="HOST:PORT",
                    help="metrics/HTTP address, [IPV6]:PORT for IPv6 (default "
                    "127.0.0.1:9817; not loopback: needs http.token_file or http.allow_unauthenticated)")

@@ -3,7 +3,9 @@
 Every key is optional: what is not given is read from the cluster's own
 configuration (``scontrol show config``) at each cycle, so an unconfigured
 daemon computes what Slurm itself would.  A bad file is rejected with one line
-naming the key (``push.mode: Input should be 'site_factor', 'nice', ...``).
+naming the key (``push.mode: Input should be 'site_factor', 'nice', ...``).  Every number is
+finite (``inf`` and ``nan`` are refused) and bounded as the command line bounds it: a value that
+parses must never stop the timer or fail every cycle.
 
 See deploy/fairshared.toml for a commented example.
 """
@@ -25,6 +27,8 @@ from ..model import InputError
 DEFAULT_PORT = 9817
 DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
 MAX_TOKEN_FILE_BYTES = 64 * 1024  # the first line is the token: a bigger file is not a token file
+MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
+MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -61,7 +65,9 @@ def is_loopback(host: str) -> bool:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan: TOML has inf and nan, and a float field would take them (period = inf stopped the
+    # timer; max_rate = inf failed every cycle)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SourceConfig(_Strict):
@@ -88,8 +94,8 @@ class UsageConfig(_Strict):
 class AlgorithmConfig(_Strict):
     name: Literal["classic", "fair_tree", "level_based"] | None = None
     """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
-    dampening: float | None = Field(None, gt=0)
-    """FairShareDampeningFactor for classic (default: the cluster's)."""
+    dampening: float | None = Field(None, gt=0, le=65535)
+    """FairShareDampeningFactor for classic (default: the cluster's); at most 65535, as in slurm.conf."""
     priority_levels: int | None = Field(None, ge=1, le=16)
     """PriorityLevels for level_based (default: the depth of the tree)."""
     zero_shares_best: bool = False
@@ -97,9 +103,9 @@ class AlgorithmConfig(_Strict):
 
 
 class ScheduleConfig(_Strict):
-    period: float | None = Field(None, gt=0)
-    """Seconds between cycles (default: the cluster's PriorityCalcPeriod)."""
-    max_backoff: float = Field(600.0, gt=0)
+    period: float | None = Field(None, gt=0, le=MAX_PERIOD)
+    """Seconds between cycles, at most a day (default: the cluster's PriorityCalcPeriod)."""
+    max_backoff: float = Field(600.0, gt=0, le=MAX_PERIOD)
     """After failures, cycles are retried every period, doubled per failure up to this."""
 
 
@@ -113,10 +119,11 @@ class PushConfig(_Strict):
     weight: int | None = Field(None, ge=0, le=2147483645)
     """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
     dry_run: bool = False
-    """Compute and report what would be pushed, push nothing."""
+    """Compute and report what would be pushed, push nothing.  A reload ends a running dry run only
+    when the file says ``dry_run = false`` (never because the key is missing)."""
     override_fixed: bool = False
     """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
-    max_rate: float = Field(0, ge=0)
+    max_rate: float = Field(0, ge=0, le=1_000_000)
     """Job updates per second at most (0: no limit of ours).  With slurmctld's rate limiting on
     (SlurmctldParameters=rl_enable) and the daemon not SlurmUser or root, 80 % of its refill rate
     applies too.  A cycle then pushes at most half a period's worth plus the bucket, the largest
@@ -139,14 +146,17 @@ class HttpConfig(_Strict):
     """A file holding the token (first line).  Under systemd, a file name without a '/' is looked
     up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
     allow_unauthenticated: bool = False
-    """A listen address that is not loopback needs a token unless this is true."""
+    """A listen address that is not loopback needs a token unless this is true.  A reload that would
+    leave a running token behind needs it written in the file too (an empty or half-written file
+    never drops the token)."""
     token_for_reads: bool | Literal["auto"] = "auto"
     """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
     auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
     go to the network unasked), no on loopback; true / false: always / never."""
     max_connections: int = Field(512, ge=1, le=10000)
-    """Open connections at most; past it new ones wait in the listen backlog (never more than half
-    the process's file-descriptor limit, so a cycle always has descriptors left).  An open
+    """Open connections at most (never more than half the process's file-descriptor limit, so a cycle
+    always has descriptors left); past it new ones wait in the listen backlog, each given the slot
+    of the connection whose request has been arriving longest, else idle longest.  An open
     connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
     hundred slow connections do not hold the probes and scrapes in the backlog."""
     backlog: int = Field(128, ge=1, le=65535)
@@ -229,7 +239,8 @@ class StateConfig(_Strict):
     ``planned`` (how many updates were planned) and ``pushed`` (the updates Slurm accepted:
     {job_id, field, old, new, contribution} each).  A line per cycle holds the whole tree:
     meant for fault drills and audits, not for a big cluster's every cycle.  A write that
-    fails is logged and never fails the cycle; put it outside ``directory`` to keep it when
+    fails is logged, counted (``audit_records_lost`` in /-/status) and never fails the cycle, and
+    leaves no partial line; put it outside ``directory`` to keep it when
     that disk is full."""
 
 
@@ -276,9 +287,9 @@ def load_config(path: str | Path | None, defaults: dict | None = None) -> Config
         return config_from_dict(_under(defaults, {})) if defaults else Config()
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular_file(p, MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", str(p)) from None
+        raise InputError(f"cannot read: {exc.strerror or exc}", str(p)) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"is not UTF-8 text ({exc.reason})", str(p)) from None
     except tomllib.TOMLDecodeError as exc:
@@ -288,6 +299,21 @@ def load_config(path: str | Path | None, defaults: dict | None = None) -> Config
     except RecursionError:
         raise InputError("is not valid TOML: arrays or tables nested too deeply", str(p)) from None
     return config_from_dict(_under(defaults, data), str(p))
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes``; OSError otherwise.  Opened
+    without blocking: a FIFO (or a device) put in a file's place is refused at once instead of
+    holding the reader until something writes to it."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file (mode {stat.filemode(st.st_mode)})")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OSError(f"bigger than {max_bytes} bytes")
+    return data
 
 
 def _under(defaults: dict | None, data: dict) -> dict:
@@ -335,6 +361,26 @@ def changed_keys(old: Config, new: Config) -> list[str]:
     return [f"{s}.{k}" for s in a for k in a[s] if a[s][k] != b[s][k]]
 
 
+def written(config: Config, key: str) -> bool:
+    """Whether the file ``config`` was read from set ``key`` (``push.dry_run``) itself."""
+    section, name = key.split(".")
+    return section in config.model_fields_set and name in getattr(config, section).model_fields_set
+
+
+def check_reload_drops(running: Config, new: Config, file: Config, token: str | None,
+                       new_token: str | None, where: str) -> None:
+    """InputError when a reload would drop the running token or end a running dry run without the
+    file ``file`` (as read, before the command line's settings) saying so: an empty or half-written
+    file (an editor's save, a full disk) opened the door and pushed to every job."""
+    if token and not new_token and not (written(file, "http.allow_unauthenticated")
+                                        and file.http.allow_unauthenticated):
+        raise InputError("would drop the running token; write http.allow_unauthenticated = true "
+                         "to serve without one", where)
+    if running.push.dry_run and not new.push.dry_run and not written(file, "push.dry_run"):
+        raise InputError("would end the running dry run without saying so; write push.dry_run = false "
+                         "to push for real", where)
+
+
 def restart_only(keys: list[str]) -> list[str]:
     return [k for k in keys if k in RESTART_ONLY or k.split(".")[0] in RESTART_ONLY]
 
@@ -360,6 +406,7 @@ __all__ = [
     "DEMO_DEFAULTS",
     "Config",
     "changed_keys",
+    "check_reload_drops",
     "config_from_dict",
     "for_reload",
     "is_loopback",
@@ -405,7 +452,10 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as fh:
-            mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
+            st = os.fstat(fh.fileno())
+            mode = stat.S_IMODE(st.st_mode)
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError(f"is not a regular file (mode {stat.filemode(st.st_mode)})", where)
             if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
                 # refused even when the token is right: every local user may have read (or set) it
                 raise InputError(f"mode {mode:04o} lets other users read or change the token: "

@@ -17,13 +17,19 @@
   never becomes writable, so waitress's own ``will_close`` would wait for ever), and
   :class:`DeadlineChannel` serves at most :data:`MAX_PIPELINED` requests received in one go:
   the last of them is answered with ``Connection: close`` and the rest are dropped.
+* **Room for a probe past the connection cap.**  At ``connection_limit`` waitress stops
+  accepting: new connections, ``/-/healthy`` included, waited in the backlog until a trickler's
+  deadline freed a slot (700 trickling connections past the 512 cap: p99 2.9 s).
+  :func:`evictable` names the connection to close when one waits: the request that has been
+  arriving longest, else the connection idle longest -- never one with a request in service or
+  an answer on its way.
 * **One log line for a flood, not one per request.**  waitress logs ``Task queue depth is N``
   for every request that waits for a worker (15,038 lines in 5 s in the issue's attack), and a
   warning each time the connection limit is reached.  :class:`Pressure` is a logging filter on
   those records: it counts them and drops them, and :meth:`Pressure.flush` (called by the server
   thread every second) logs one summary line per ``interval`` (60 s) that saw any: how often
-  requests waited, the deepest queue, the slow requests and stalled answers closed, the times
-  the limit was reached.
+  requests waited, the deepest queue, the slow requests and stalled answers closed, the
+  connections closed to make room, the times the limit was reached.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from waitress.channel import HTTPChannel
 
 from ..logs import get_logger
 
-__all__ = ["MAX_PIPELINED", "DeadlineChannel", "Pressure", "close_slow_requests", "close_stalled"]
+__all__ = ["MAX_PIPELINED", "DeadlineChannel", "Pressure", "close_slow_requests", "close_stalled", "evictable"]
 
 MAX_PIPELINED = 8  # requests a connection may have queued at once (Prometheus sends one at a time)
 
@@ -116,6 +122,18 @@ def close_slow_requests(channels: Iterable, request_timeout: float, now: float |
     return closed
 
 
+def evictable(channels: Iterable):
+    """The connection to close so that a waiting one gets its slot: the incomplete request that began
+    first, else the idle connection (no request, nothing to send) quiet longest; None when every one
+    has a request in service or output under way."""
+    free = [ch for ch in list(channels) if not ch.requests and not getattr(ch, "total_outbufs_len", 0)
+            and not ch.will_close]
+    arriving = [ch for ch in free if getattr(ch, "request_started", None) is not None]
+    if arriving:
+        return min(arriving, key=lambda ch: ch.request_started)
+    return min(free, key=lambda ch: ch.last_activity, default=None)
+
+
 class Pressure(logging.Filter):
     """Counts (and drops) waitress's per-request pressure warnings; logs a summary per interval."""
 
@@ -133,6 +151,7 @@ class Pressure(logging.Filter):
         self.max_depth = 0
         self.slow_closed = 0
         self.stalled_closed = 0
+        self.evicted = 0
         self.limit_reached = 0
         self._since: float | None = None
 
@@ -167,6 +186,12 @@ class Pressure(logging.Filter):
                 self._note()
                 self.stalled_closed += n
 
+    def evict(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self._note()
+                self.evicted += n
+
     def flush(self, force: bool = False) -> bool:
         """Log the summary of a window once it is ``interval`` old (or at once with ``force``); a
         window opens at the first warning after a quiet spell.  Whether a line was logged."""
@@ -176,6 +201,7 @@ class Pressure(logging.Filter):
                 return False
             fields = {"queued": self.queued, "max_queue_depth": self.max_depth,
                       "slow_requests_closed": self.slow_closed, "stalled_answers_closed": self.stalled_closed,
+                      "closed_for_room": self.evicted,
                       "connection_limit_reached": self.limit_reached, "seconds": round(now - self._since, 1)}
             self._reset()
         self._log("http under pressure", **fields)

@@ -5,7 +5,10 @@
 * waitress reads requests on one event loop (an idle connection costs a descriptor, not a
   thread) and runs the app on ``threads`` workers;
 * ``connection_limit``: past it waitress stops accepting, new connections wait in the listen
-  backlog; it is capped at half the process's descriptor limit, so cycles always have some;
+  backlog; it is capped at half the process's descriptor limit, so cycles always have some.
+  While a connection waits there, the one whose request has been arriving longest (else the one
+  idle longest) is closed to give it a slot (httplimits.evictable): tricklers past the cap
+  cannot keep the probes out;
 * ``channel_timeout``: a connection with nothing received and no request in progress for that
   long is closed (idle keep-alives and half-sent requests alike);
 * a client that does not read holds no worker thread: waitress's output high-water mark
@@ -26,6 +29,7 @@
 from __future__ import annotations
 
 import resource
+import select
 import socket
 import threading
 
@@ -34,7 +38,7 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
-from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_stalled
+from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_stalled, evictable
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
@@ -106,6 +110,24 @@ class HttpServer:
         self.server.maintenance = maintenance
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
+    def _make_room(self) -> bool:
+        """At the connection limit, with a connection waiting in the backlog, close the one that holds
+        a slot for the least (httplimits.evictable).  Whether the server is at its limit.  Called
+        between two turns of the loop, never inside one: a descriptor closed while the loop polls
+        could be reused by the connection it accepts, and that one closed in its place."""
+        if len(self._map) < self.server.adj.connection_limit:
+            return False
+        try:
+            waiting = bool(select.select([self.socket], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+        if waiting:
+            ch = evictable(self.server.active_channels.values())
+            if ch is not None:
+                ch.handle_close()
+                self.pressure.evict(1)
+        return True
+
     @property
     def address(self) -> tuple:
         return self.socket.getsockname()
@@ -116,7 +138,9 @@ class HttpServer:
 
     def _serve(self) -> None:
         while not self._stop.is_set():
-            wasyncore.loop(timeout=1.0, map=self._map, use_poll=True, count=1)
+            # at the limit the loop no longer watches the listening socket: turn often, to see who waits
+            full = self._make_room()
+            wasyncore.loop(timeout=0.05 if full else 1.0, map=self._map, use_poll=True, count=1)
             self.pressure.flush()
         for d in list(self._map.values()):  # in the loop's own thread: no race with a handler
             try:

@@ -151,6 +151,7 @@ class Runner:
         self.role: Role | None = None
         self.active_since: int | None = None
         self.started_at: float | None = None  # time.monotonic() at the last cycle's start
+        self.audit_lost = 0  # audit records not written since start (a full disk): see _audit
         self.sleep = time.sleep  # the push's pacing (push_rate); tests replace it
 
     # -- push state on disk ----------------------------------------------------------------------
@@ -225,7 +226,10 @@ class Runner:
             self.started_at = time.monotonic()
             self._take_config()
             self.number += 1
-            res = self._cycle(reason)
+            try:
+                res = self._cycle(reason)
+            except Exception as exc:  # a bug, or a value nothing checked: a failed cycle like any other
+                res = self._raised(exc)
             t0 = time.monotonic()
             if self.metrics is not None:
                 try:
@@ -253,6 +257,7 @@ class Runner:
         res = CycleResult(number=self.number, started=time.time(), algorithm=cfg.algorithm.name or "",
                           source=self.source.name, push_mode=cfg.push.mode,
                           dry_run=cfg.push.dry_run)
+        self._current = res  # what _raised reports if a stage raises
         t0 = time.monotonic()
         try:
             snap, tree = self._pull(mode)
@@ -400,6 +405,20 @@ class Runner:
         self.state = PushState(new)
         self._save_state()
         return True
+
+    def _raised(self, exc: Exception) -> CycleResult:
+        """The cycle whose stage raised ``exc``: failed at that stage, logged with the traceback.  A push
+        that raised leaves the push state as a restart would find it (its write-ahead, on disk)."""
+        res = getattr(self, "_current", None)
+        if res is None or res.number != self.number:
+            res = CycleResult(number=self.number, started=time.time(), source=self.source.name,
+                              push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)
+        stage = "pull" if res.snapshot is None else "push" if res.actions and not res.dry_run else "compute"
+        self.log.error("cycle raised", cycle=res.number, stage=stage, exc_info=True)
+        if stage == "push":
+            self.state = self._load_state()
+        res.outcome, res.error = f"{stage}_failed", f"{stage}: {exc!r}"
+        return res
 
     def _check_controller(self, snap: Snapshot) -> Role:
         """May this daemon push: is the slurmctld beside it the one in control?  Logs each change."""
@@ -615,7 +634,9 @@ class Runner:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             statefiles.append_line(Path(path), line)  # O_NOFOLLOW: a symlink planted later is not followed
         except Exception as exc:  # the audit trail must never stop a cycle
-            self.log.error("cannot write the audit log", file=str(path), error=str(exc))
+            self.audit_lost += 1  # the record is missing, never half-written (statefiles.append_line)
+            self.log.error("cannot write the audit log", file=str(path), error=str(exc),
+                           audit_records_lost=self.audit_lost)
 
     def retry_delay(self) -> float:
         """Seconds until the next try: the period, doubled per consecutive failure, capped."""
@@ -645,6 +666,7 @@ class Runner:
             "controller": r.controller.detail if r and r.controller else None,
             "dry_run": r.dry_run if r else self.config.push.dry_run,
             "consecutive_failures": self.failures,
+            "audit_records_lost": self.audit_lost,  # state.audit_log records a write failed to add
             # stale = the metrics we serve are not from this cycle (a push error does not make them stale)
             "stale": bool(r and r.outcome in ("pull_failed", "compute_failed")),
             "last_success": self.last_good.started if self.last_good else None,

@@ -5,7 +5,8 @@ late cycles coalesced, an overrun logged).  The main thread only waits for
 signals and pings the systemd watchdog:
 
 * SIGUSR1 — run one cycle now;
-* SIGHUP  — reload the config file (a bad file is rejected, the old config kept);
+* SIGHUP  — reload the config file on a thread of its own (a bad file is rejected, the old config
+  kept; a file that takes long to read never holds the watchdog's pings or SIGTERM);
 * SIGTERM/SIGINT — start no further cycle (queued requests are dropped, waiting HTTP
   callers answered 503), let a running cycle finish (or abandon it after STOP_GRACE),
   stop the HTTP server and exit 0.
@@ -40,8 +41,8 @@ from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
 from ..sources.demo import DemoSource
 from . import sdnotify, statefiles
-from .config import (DEMO_DEFAULTS, Config, for_reload, load_config, reads_need_token, resolve_token,
-                     with_overrides)
+from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
+                     resolve_token, with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
@@ -174,6 +175,7 @@ class Service:
         self._wake_w: socket.socket | None = None
         self.stop_requested = False
         self.reload_requested = False
+        self._reloader: threading.Thread | None = None  # the reload in progress (see _reload_if_asked)
         self.cycle_requested = 0
         self.stopping = threading.Event()
         self.abandoned = False
@@ -315,10 +317,15 @@ class Service:
         when its next cycle starts (a cycle in progress ends under the one it started with)."""
         sdnotify.reloading()
         try:
-            new = (with_overrides(load_config(self.config_path, DEMO_DEFAULTS if self.demo else None), self.overrides)
-                   if self.config_path else self.config)
+            if self.config_path:
+                written = load_config(self.config_path, DEMO_DEFAULTS if self.demo else None)
+                new = with_overrides(written, self.overrides)
+            else:
+                written = new = self.config
             new, later = for_reload(self.config, new)
             token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
+            # an empty or half-written file drops neither the token nor a dry run
+            check_reload_drops(self.config, new, written, self.token, token, str(self.config_path))
             if new.state.audit_log:
                 statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
             check_source(new, self.cluster_source)  # a mode or usage.origin the source cannot serve
@@ -344,6 +351,16 @@ class Service:
         self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
         sdnotify.ready(status="configuration reloaded")
         self.trigger("reload")
+
+    def _reload_if_asked(self) -> None:
+        """Start the reload SIGHUP asked for on a thread of its own, unless one is still running (then
+        the request waits for it): the main loop goes on pinging the watchdog and answering SIGTERM
+        however long the files take to read."""
+        if not self.reload_requested or (self._reloader is not None and self._reloader.is_alive()):
+            return
+        self.reload_requested = False
+        self._reloader = threading.Thread(target=self.reload, name="reload", daemon=True)
+        self._reloader.start()
 
     # -- main ---------------------------------------------------------------------------------------
 
@@ -402,9 +419,7 @@ class Service:
             self._sleep(min(wd or 1.0, 1.0))
             if wd:
                 sdnotify.watchdog()
-            if self.reload_requested:
-                self.reload_requested = False
-                self.reload()
+            self._reload_if_asked()
             while self.cycle_requested:
                 self.cycle_requested -= 1
                 self.trigger("signal")

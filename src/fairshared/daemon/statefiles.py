@@ -4,7 +4,8 @@
   ours and not writable by anyone else; otherwise one line naming it (a file there could be
   swapped under us).
 * :func:`check_not_symlink`, :func:`append_line` — the audit log is refused when it is a
-  symbolic link, and appended to with O_NOFOLLOW (a link planted later fails the write).
+  symbolic link, and appended to with O_NOFOLLOW (a link planted later fails the write), a
+  record whole or not at all (a full disk leaves no half line).
 * :func:`write_atomic` — ``mkstemp`` in the directory (O_EXCL: never follows a planted
   symlink), write, fsync, ``rename`` over the name (replaces a symlink, never writes through
   it), fsync the directory so the rename survives a crash.
@@ -71,10 +72,30 @@ def check_not_symlink(path: Path, what: str) -> None:
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append ``line`` to ``path`` (created 0600), never through a symbolic link (ELOOP instead)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as fh:
-        fh.write(line)
+    """Append ``line`` (one record, ending in a newline) to ``path`` (created 0600), never through a
+    symbolic link (ELOOP instead), whole or not at all: a write that fails part-way (a full disk)
+    is cut off again before the OSError is raised, so the next record is never glued onto half of
+    this one.  Should a partial line be there already (the cut failed too, or an older version
+    left it), the record starts on a line of its own."""
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            data = b"\n" + data
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            if done:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_atomic(d: Path, name: str, data: bytes) -> None:
