@@ -413,7 +413,8 @@ class Runner:
         if res is None or res.number != self.number:
             res = CycleResult(number=self.number, started=time.time(), source=self.source.name,
                               push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)
-        stage = "pull" if res.snapshot is None else "push" if res.actions and not res.dry_run else "compute"
+        pushing = (res.actions or res.assoc_actions or res.taken_back) and not res.dry_run
+        stage = "pull" if res.snapshot is None else "push" if pushing else "compute"
         self.log.error("cycle raised", cycle=res.number, stage=stage, exc_info=True)
         if stage == "push":
             self.state = self._load_state()
