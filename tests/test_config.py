@@ -63,8 +63,11 @@ def test_non_loopback_listen_needs_a_token_or_an_explicit_yes():
 def test_token_file_and_systemd_credential(tmp_path):
     from fairshared.daemon.config import HttpConfig, resolve_token
 
-    (tmp_path / "tok").write_text("  s3cret  \nignored\n")
+    (tmp_path / "tok").write_text("  s3cret  \nnot a token\n")
     (tmp_path / "tok").chmod(0o600)
+    with pytest.raises(InputError, match="more than one line: not a token file"):  # not a first line of anything
+        resolve_token(HttpConfig(token_file=str(tmp_path / "tok")), env={})
+    (tmp_path / "tok").write_text("  s3cret  \n\n")
     assert resolve_token(HttpConfig(token_file=str(tmp_path / "tok")), env={}) == "s3cret"
     # a bare name is a systemd credential; with no key at all, the shipped unit's "http-token" is used
     (tmp_path / "http-token").write_text("from-systemd\n")
