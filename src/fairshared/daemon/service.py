@@ -402,11 +402,17 @@ class Service:
                 pf.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 pass
-            try:
-                self.pid_fd = statefiles.lock(pf, "pid file")
-            except Exception:
-                sock.close()
-                raise
+            foreign = statefiles.foreign_owner(pf)
+            if foreign is not None:  # planted where others may write: not ours to write, lock or remove
+                self.log.warning("pid file refused; running without one", file=str(pf),
+                                 reason=f"owned by uid {foreign}, not this daemon's uid {os.geteuid()}",
+                                 consequence="fairshared recompute --signal cannot reach this daemon")
+            else:
+                try:
+                    self.pid_fd = statefiles.lock(pf, "pid file")
+                except Exception:
+                    sock.close()
+                    raise
         app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))

@@ -16,8 +16,9 @@
 * :func:`set_aside` — an untrusted file is renamed ``NAME.bad-<unix time>`` (kept for a
   post-mortem), never deleted and never fatal.
 * :func:`lock` — an exclusive ``flock`` held for the process's life: a second daemon on the
-  same directory or pid file stops with one line, and so does a pid that cannot be written
-  (a full disk: ``cannot write: No space left on device``).
+  same directory or pid file stops with one line (a pid file of another user's, see
+  :func:`foreign_owner`, is not locked: the daemon runs without one), and so does a pid that
+  cannot be written (a full disk: ``cannot write: No space left on device``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from pathlib import Path
 
 from ..model import InputError
 
-__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "lock", "read_json",
+__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "foreign_owner", "lock",
+           "read_json",
            "set_aside", "write_atomic"]
 
 MAX_STATE_BYTES = 256 * 1024 * 1024
@@ -184,6 +186,15 @@ def set_aside(path: Path) -> Path | None:
         except OSError:
             pass
         return None
+
+
+def foreign_owner(path: Path) -> int | None:
+    """The uid of ``path`` when it exists (a symbolic link included) and belongs to another user."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None
+    return uid if uid != os.geteuid() else None
 
 
 def lock(path: Path, what: str) -> int:
