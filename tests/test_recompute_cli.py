@@ -214,3 +214,47 @@ def test_recompute_never_sends_the_token_through_a_proxy(tmp_path, host):
     finally:
         daemon.shutdown()
         proxy.shutdown()
+
+
+# -- a token file must be one: one line, the caller's or root's, unreadable to others --------------------
+
+def test_recompute_refuses_a_file_that_is_not_a_token_file(tmp_path):
+    """As root `--token-file /etc/shadow` sent the shadow file's first line to any --url."""
+    door = serve((200, None))
+    try:
+        url = f"http://127.0.0.1:{door.server_address[1]}"
+        lines = tmp_path / "lines"
+        lines.write_text("root:$6$secret:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
+        lines.chmod(0o640)
+        res = recompute("--url", url, "--token-file", str(lines), "--timeout", "5")
+        refused(res, f"http.token_file {lines}", "more than one line")
+        assert door.seen == []
+        if os.geteuid() == 0:
+            other = tmp_path / "other"
+            other.write_text("t0ken\n")
+            other.chmod(0o600)
+            os.chown(other, 65534, 65534)
+            res = recompute("--url", url, "--token-file", str(other), "--timeout", "5")
+            refused(res, f"http.token_file {other}", "owned by uid 65534")
+            assert door.seen == []
+        good = tmp_path / "good"
+        good.write_text("t0ken\n")
+        good.chmod(0o600)
+        recompute("--url", url, "--token-file", str(good), "--timeout", "5")
+        assert [s[2].get("Authorization") for s in door.seen] == ["Bearer t0ken"]
+    finally:
+        door.shutdown()
+
+
+def test_the_daemon_refuses_a_token_file_owned_by_another_user(tmp_path):
+    from fairshared.daemon.config import HttpConfig, resolve_token
+    from fairshared.model import InputError
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    tok = tmp_path / "token"
+    tok.write_text("s3cret\n")
+    tok.chmod(0o600)
+    os.chown(tok, 65534, 65534)  # nobody's: nobody could change the daemon's token
+    with pytest.raises(InputError, match="owned by uid 65534"):
+        resolve_token(HttpConfig(token_file=str(tok)), env={})

@@ -223,3 +223,63 @@ def test_a_reload_to_a_symlinked_audit_log_is_rejected(tmp_path):
     svc.reload()
     assert svc.config.state.audit_log == str(good)  # rejected: the running configuration is kept
     assert not (tmp_path / "victim").exists()
+
+
+def test_a_parent_another_user_controls_is_refused(tmp_path):
+    """A symbolic link on the way to the state directory, owned by another user, was followed: that
+    user chose where the push state went.  So is a parent directory of theirs (they could swap it)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give files to another user")
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(InputError, match=r"state directory .*/link/state: .*link.* is a symbolic link owned "
+                                         r"by uid 65534"):
+        statefiles.check_directory(link / "state")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(InputError, match=r"theirs is owned by uid 65534"):
+        statefiles.check_directory(theirs / "state")
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # writable by all, not sticky: anyone could rename the state directory
+    with pytest.raises(InputError, match=r"open is writable by others"):
+        statefiles.check_directory(open_dir / "state")
+    ours = tmp_path / "ours"  # a link of our own (or root's) is fine, and so is a sticky /tmp
+    ours.symlink_to(real)
+    statefiles.check_directory(ours / "state")
+
+
+def test_a_pid_file_planted_and_locked_by_another_user_does_not_stop_the_start(tmp_path):
+    """Another user who may write the pid file's directory plants the file and holds its lock: the
+    daemon refused to start ('in use by another fairshared').  It starts without a pid file."""
+    import fcntl
+    import signal
+
+    from daemon_proc import Daemon
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    run = tmp_path / "run"
+    run.mkdir()
+    run.chmod(0o1777)
+    pf = run / "fairshared.pid"
+    pf.write_text("1\n")
+    os.chown(pf, 65534, 65534)
+    fd = os.open(pf, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held as the planting user would
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\npid_file = "{pf}"\n')
+    d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg))
+    try:
+        d.wait_ready()
+        warned = d.log_events("pid file refused; running without one")
+        assert warned and "owned by uid 65534" in warned[0]["reason"], d.log()
+        assert pf.read_text() == "1\n"  # nothing written into their file
+        d.signal(signal.SIGTERM)
+        assert d.proc.wait(20) == 0 and pf.exists()  # and nothing of theirs removed
+    finally:
+        d.stop()
+        os.close(fd)

@@ -25,7 +25,8 @@ def register(subparsers) -> None:
                    help="the daemon's TOML configuration (for its address and token)")
     q.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     q.add_argument("--token-file", metavar="FILE",
-                   help="file whose first line is the bearer token (default: $FAIRSHARED_TOKEN, else the "
+                   help="file holding the bearer token, its one line; refused if it has more lines, belongs to "
+                   "another user than you or root, or others may read it (default: $FAIRSHARED_TOKEN, else the "
                    "config's http.token_file or http.token)")
     q.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     q.add_argument("--signal", action="store_true",

@@ -26,8 +26,9 @@ from ..model import InputError
 
 DEFAULT_PORT = 9817
 DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
-MAX_TOKEN_FILE_BYTES = 64 * 1024  # the first line is the token: a bigger file is not a token file
+MAX_TOKEN_FILE_BYTES = 64 * 1024  # the token is the file's one line: a bigger file is not a token file
 MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
+PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /metrics in any push mode
 MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
 
 
@@ -143,7 +144,8 @@ class HttpConfig(_Strict):
     token: str | None = Field(None, min_length=1)
     """If set, POST /-/recompute requires 'Authorization: Bearer <token>'.  Prefer token_file."""
     token_file: str | None = None
-    """A file holding the token (first line).  Under systemd, a file name without a '/' is looked
+    """A file holding the token, its one line (owned by the daemon's user or root, readable by no
+    other user; a file of more lines is refused, not a token file).  Under systemd, a file name without a '/' is looked
     up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
     allow_unauthenticated: bool = False
     """A listen address that is not loopback needs a token unless this is true.  A reload that would
@@ -197,9 +199,12 @@ class HttpConfig(_Strict):
 
 
 class MetricsConfig(_Strict):
-    per_job: bool | int = Field(True, ge=0)
+    per_job: bool | int = Field(PER_JOB_DEFAULT, ge=0)
     """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
-    N jobs (the lowest job ids).  Per-user and per-account pending-job counts are always exported.
+    N jobs (the lowest job ids); default 5000, a budget of about 8 MB of /metrics in push.mode
+    priority (~1.5 KB a job; ~0.2 KB in the other modes): every job's at 50,000 pending jobs was
+    72 MB, formatted twice a cycle (16 s each on a 2-core head node) and over 1 GB of RSS.
+    Per-user and per-account pending-job counts are always exported.
     The priority series (fairshared_job_priority*) exist only with push.mode = "priority"."""
     associations: Literal["all", "accounts", "none"] = "all"
     """Which associations get the per-association series (fairshared_association_*): all; the
@@ -430,11 +435,14 @@ def reads_need_token(http: HttpConfig, token: str | None) -> bool:
 
 
 def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
-    """The bearer token: ``http.token``, or the first line of ``http.token_file`` (a bare file name is
+    """The bearer token: ``http.token``, or the one line of ``http.token_file`` (a bare file name is
     looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
     the credential ``http-token`` when systemd passed one.  An empty or
     unreadable file is an InputError naming it: the daemon never runs open by accident.  So is a file
-    others may read or write (mode o+r, o+w or g+w; group-readable is fine: a shared admin group)."""
+    others may read or write (mode o+r, o+w or g+w; group-readable is fine: a shared admin group),
+    one owned by a user other than this one or root (that user could set the token), anything but
+    a regular file, and a file of more than one line (not a token file: ``recompute --token-file
+    /etc/shadow`` as root would have sent its first line to any URL)."""
 
     env = os.environ if env is None else env
     if http.token is not None:
@@ -456,6 +464,9 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
             mode = stat.S_IMODE(st.st_mode)
             if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"is not a regular file (mode {stat.filemode(st.st_mode)})", where)
+            if st.st_uid not in (os.geteuid(), 0):
+                raise InputError(f"is owned by uid {st.st_uid}, neither this user ({os.geteuid()}) nor root: "
+                                 f"that user could set the token", where)
             if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
                 # refused even when the token is right: every local user may have read (or set) it
                 raise InputError(f"mode {mode:04o} lets other users read or change the token: "
@@ -463,7 +474,9 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
             text = fh.read(MAX_TOKEN_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}", where) from None
-    lines = text.splitlines()
+    lines = text.strip().splitlines()
+    if len(lines) > 1:
+        raise InputError("holds more than one line: not a token file (the token is its one line)", where)
     token = lines[0].strip() if lines else ""
     if not token:
         raise InputError("the token file is empty", f"http.token_file {path}")

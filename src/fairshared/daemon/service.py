@@ -1,7 +1,9 @@
 """``fairshared run``: the long-running service.
 
 APScheduler runs the period (one cycle at a time on a single worker thread,
-late cycles coalesced, an overrun logged).  The main thread only waits for
+late cycles coalesced, an overrun logged).  It times jobs by the wall clock: the main loop
+watches the wall clock against the monotonic one and moves every timer by a step it sees, so
+a step back of an hour does not stop the timer for an hour (nor a step forward fire it early).  The main thread only waits for
 signals and pings the systemd watchdog:
 
 * SIGUSR1 — run one cycle now;
@@ -48,6 +50,16 @@ from .httpserver import HttpServer, bind
 from .requests import CycleRequests
 from .runner import Runner, period_for
 
+CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
+
+
+def _boot_clock() -> float:
+    """Seconds since boot, suspended time included (CLOCK_BOOTTIME; monotonic where there is none):
+    a machine resumed from suspend has not had its clock stepped."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return time.monotonic()
 STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
 HTTP_GRACE = 5.0  # then requests in progress get this long
 # so SIGTERM → exit takes at most STOP_GRACE + 2 × HTTP_GRACE (the README says 30 s)
@@ -184,6 +196,7 @@ class Service:
         self.period: float | None = None
         self.requests = CycleRequests(self._submit, config.http.max_waiting)
         self.pid_fd: int | None = None
+        self._clock_offset = time.time() - _boot_clock()  # see _watch_clock
 
     def _set_info(self):
         """fairshared_info: what actually runs (the source's name, the algorithm of the last cycle)."""
@@ -352,6 +365,24 @@ class Service:
         sdnotify.ready(status="configuration reloaded")
         self.trigger("reload")
 
+    def _watch_clock(self, wall=time.time, mono=_boot_clock) -> None:
+        """Move every timer by a step of the wall clock (an operator's ``date -s``, a VM resumed, NTP
+        stepping): the next cycle stays where it was in real time, the period with it."""
+        offset = wall() - mono()
+        step, self._clock_offset = offset - self._clock_offset, offset
+        if abs(step) < CLOCK_STEP or self.scheduler is None:
+            return
+        moved = 0
+        try:
+            for job in self.scheduler.get_jobs():
+                if job.next_run_time is not None:
+                    self.scheduler.modify_job(job.id, next_run_time=job.next_run_time + timedelta(seconds=step))
+                    moved += 1
+        except Exception as exc:  # the scheduler is shutting down under us
+            self.log.debug("clock step not applied", error=str(exc))
+            return
+        self.log.warning("wall clock stepped; timers moved with it", seconds=round(step, 1), timers=moved)
+
     def _reload_if_asked(self) -> None:
         """Start the reload SIGHUP asked for on a thread of its own, unless one is still running (then
         the request waits for it): the main loop goes on pinging the watchdog and answering SIGTERM
@@ -388,11 +419,17 @@ class Service:
                 pf.parent.mkdir(parents=True, exist_ok=True)
             except OSError:
                 pass
-            try:
-                self.pid_fd = statefiles.lock(pf, "pid file")
-            except Exception:
-                sock.close()
-                raise
+            foreign = statefiles.foreign_owner(pf)
+            if foreign is not None:  # planted where others may write: not ours to write, lock or remove
+                self.log.warning("pid file refused; running without one", file=str(pf),
+                                 reason=f"owned by uid {foreign}, not this daemon's uid {os.geteuid()}",
+                                 consequence="fairshared recompute --signal cannot reach this daemon")
+            else:
+                try:
+                    self.pid_fd = statefiles.lock(pf, "pid file")
+                except Exception:
+                    sock.close()
+                    raise
         app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
@@ -419,6 +456,7 @@ class Service:
             self._sleep(min(wd or 1.0, 1.0))
             if wd:
                 sdnotify.watchdog()
+            self._watch_clock()
             self._reload_if_asked()
             while self.cycle_requested:
                 self.cycle_requested -= 1

@@ -2,7 +2,9 @@
 
 * :func:`check_directory` — the directory exists (created 0700), is not a symbolic link, is
   ours and not writable by anyone else; otherwise one line naming it (a file there could be
-  swapped under us).
+  swapped under us).  Its parents too, before anything is created: each is ours or root's, not
+  writable by others unless sticky, and a symbolic link among them is ours or root's (another
+  user's link chose where the state went, their directory could swap it).
 * :func:`check_not_symlink`, :func:`append_line` — the audit log is refused when it is a
   symbolic link, and appended to with O_NOFOLLOW (a link planted later fails the write), a
   record whole or not at all (a full disk leaves no half line).
@@ -14,8 +16,9 @@
 * :func:`set_aside` — an untrusted file is renamed ``NAME.bad-<unix time>`` (kept for a
   post-mortem), never deleted and never fatal.
 * :func:`lock` — an exclusive ``flock`` held for the process's life: a second daemon on the
-  same directory or pid file stops with one line, and so does a pid that cannot be written
-  (a full disk: ``cannot write: No space left on device``).
+  same directory or pid file stops with one line (a pid file of another user's, see
+  :func:`foreign_owner`, is not locked: the daemon runs without one), and so does a pid that
+  cannot be written (a full disk: ``cannot write: No space left on device``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from pathlib import Path
 
 from ..model import InputError
 
-__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "lock", "read_json",
+__all__ = ["Untrusted", "append_line", "check_directory", "check_not_symlink", "foreign_owner", "lock",
+           "read_json",
            "set_aside", "write_atomic"]
 
 MAX_STATE_BYTES = 256 * 1024 * 1024
@@ -40,7 +44,36 @@ class Untrusted(ValueError):
     """A state file that exists but cannot be trusted (not a regular file, too big, not JSON)."""
 
 
+def _check_parents(d: Path) -> None:
+    """InputError when a parent of ``d`` (as written, then as resolved) belongs to another user, is
+    writable by others without the sticky bit, or is a symbolic link another user owns."""
+    me = os.geteuid()
+    where = f"state directory {d}"
+    lexical = Path(os.path.abspath(d)).parent
+    for chain in (lexical, Path(os.path.realpath(lexical))):
+        for p in [*reversed(chain.parents), chain]:
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                break  # the rest is created by us
+            except OSError as exc:
+                raise InputError(f"cannot read its parent {p}: {exc.strerror or exc}", where) from None
+            if stat.S_ISLNK(st.st_mode):
+                if st.st_uid not in (me, 0):
+                    raise InputError(f"its parent {p} is a symbolic link owned by uid {st.st_uid}, neither "
+                                     f"this user nor root: refusing to follow it", where)
+                continue
+            if st.st_uid not in (me, 0):
+                raise InputError(f"its parent {p} is owned by uid {st.st_uid}, neither this user nor root: "
+                                 f"that user could swap the directory", where)
+            if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+                mode = stat.S_IMODE(st.st_mode)
+                raise InputError(f"its parent {p} is writable by others (mode {mode:04o}), not sticky",
+                                 where)
+
+
 def check_directory(d: Path) -> None:
+    _check_parents(d)
     try:
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
@@ -153,6 +186,15 @@ def set_aside(path: Path) -> Path | None:
         except OSError:
             pass
         return None
+
+
+def foreign_owner(path: Path) -> int | None:
+    """The uid of ``path`` when it exists (a symbolic link included) and belongs to another user."""
+    try:
+        uid = os.lstat(path).st_uid
+    except OSError:
+        return None
+    return uid if uid != os.geteuid() else None
 
 
 def lock(path: Path, what: str) -> int:
