@@ -1,7 +1,8 @@
 """The HTTP front door under attack: the demo daemon with a big queue, slowloris and stuck scrapers.
 
 Runs ``fairshared run --demo`` as a process on 127.0.0.1 with ``source.demo_jobs`` pending jobs
-(default 50,000: /metrics is then ~11 MB in each format), debug logging (one ``metrics formatted``
+(default 50,000: with the demo's push mode priority and the default metrics.per_job, /metrics
+is then ~7 MB in each format), debug logging (one ``metrics formatted``
 line per formatting), and, after a warm-up (a cycle, a scrape in each format):
 
 1. **slowloris** — ``--slowloris`` connections (default 200) that send a request one byte every

@@ -169,3 +169,14 @@ def test_a_reload_runs_beside_the_main_loop_not_on_it(tmp_path):
         svc._reloader.join(5)
         svc._reload_if_asked()
         assert svc._reloader.is_alive() or not svc.reload_requested
+
+
+def test_a_fifo_as_the_token_file_is_refused_at_once(tmp_path):
+    from fairshared.daemon.config import HttpConfig, resolve_token
+
+    fifo = tmp_path / "token"
+    os.mkfifo(fifo, 0o600)
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="is not a regular file"):
+        resolve_token(HttpConfig(token_file=str(fifo)), env={})
+    assert time.monotonic() - t0 < 5

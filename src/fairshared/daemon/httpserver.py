@@ -31,6 +31,7 @@ from __future__ import annotations
 import resource
 import select
 import socket
+import struct
 import threading
 
 import waitress
@@ -43,6 +44,7 @@ from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_st
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
 MAX_HEADER_BYTES = 8192
+MAX_EVICT_PER_TURN = 64  # connections closed for room in one turn of the loop, at most
 # waitress parks a worker thread while a connection's unsent output is above this: never, here.
 # What is queued are views of cached bytes (http.Parts) or small answers; close_stalled bounds how long.
 OUTBUF_NEVER_WAIT = 2**62
@@ -122,11 +124,26 @@ class HttpServer:
         except (OSError, ValueError):
             return True
         if waiting:
-            ch = evictable(self.server.active_channels.values())
-            if ch is not None:
+            # as many as wait (the listen queue's length), so that a probe behind a stream of
+            # reconnecting tricklers is not let in one connection per turn
+            closed = 0
+            for _ in range(min(self._backlog_length(), MAX_EVICT_PER_TURN)):
+                ch = evictable(self.server.active_channels.values())
+                if ch is None:
+                    break
                 ch.handle_close()
-                self.pressure.evict(1)
+                closed += 1
+            self.pressure.evict(closed)
         return True
+
+    def _backlog_length(self) -> int:
+        """Connections waiting in the listen queue: Linux's TCP_INFO tcpi_unacked for a listening
+        socket (1 where it cannot be read: one is known to wait)."""
+        try:
+            info = self.socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+            return max(1, struct.unpack_from("I", info, 24)[0])
+        except (OSError, AttributeError, struct.error):
+            return 1
 
     @property
     def address(self) -> tuple:
