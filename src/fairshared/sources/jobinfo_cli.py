@@ -176,7 +176,9 @@ class JobInfoCli:
         extra = priority_config_extra(raw)
         settings = snap.settings
         warnings: list[str] = []
-        if extra["no_normal_ambiguous"]:
+        # the pull (SlurmCli._snapshot) has already told them apart from slurm.conf when it could:
+        # read it again only for the warning when the flags still say NO_NORMAL_ALL
+        if extra["no_normal_ambiguous"] and "NO_NORMAL_ALL" in settings.flags:
             flags, warning = no_normal_flags(raw, settings, _read_text(extra["slurm_conf"]))
             settings = settings.with_values(priority_flags=flags)
             warnings += [warning] if warning else []
