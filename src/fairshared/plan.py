@@ -68,6 +68,25 @@ def _int_in_range(x) -> bool:
     return type(x) is int and -2**32 < x < 2**32
 
 
+def _entries(d: dict, key: str, what: str, make, required: dict, optional: tuple[str, ...]) -> dict:
+    """``d[key]``, a push state file's entries by id, as ``make(*values)``: the ``required`` fields
+    (their default when absent, None: none) must be integers in range, the ``optional`` ones such an
+    integer or null; ValueError naming the entry otherwise."""
+    raw = d.get(key, {})
+    if not isinstance(raw, dict):
+        raise ValueError(f"'{key}' is {type(raw).__name__}, not an object")
+    out = {}
+    for k, v in raw.items():
+        if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
+            raise ValueError(f"{what} {k[:20]!r}: not a{'n' if what[0] in 'aeiou' else ''} {what} id with an object")
+        vals = [v.get(f, default) for f, default in required.items()]
+        extra = [v.get(f) for f in optional]
+        if not all(_int_in_range(x) for x in vals) or not all(x is None or _int_in_range(x) for x in extra):
+            raise ValueError(f"{what} {k}: values are not integers in range")
+        out[int(k)] = make(*vals, *extra)
+    return out
+
+
 @dataclass
 class PushState:
     """Per-job (and, in push mode ``assoc_priority``, per-association) memory of what was pushed,
@@ -120,28 +139,8 @@ class PushState:
         mode = d.get("mode")
         if d.get("version") != 1 or not isinstance(mode, str) or not mode:
             return cls(default_mode)
-        raw = d.get("jobs", {})
-        if not isinstance(raw, dict):
-            raise ValueError(f"'jobs' is {type(raw).__name__}, not an object")
-        jobs = {}
-        for k, v in raw.items():
-            if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
-                raise ValueError(f"job {k[:20]!r}: not a job id with an object")
-            vals = [v.get("value"), v.get("base", 0), v.get("alt")]
-            if not all(_int_in_range(x) for x in vals[:2]) or not (vals[2] is None or _int_in_range(vals[2])):
-                raise ValueError(f"job {k}: values are not integers in range")
-            jobs[int(k)] = JobState(*vals)
-        raw = d.get("assocs", {})
-        if not isinstance(raw, dict):
-            raise ValueError(f"'assocs' is {type(raw).__name__}, not an object")
-        assocs = {}
-        for k, v in raw.items():
-            if not (k.isascii() and k.isdigit() and len(k) <= 12) or not isinstance(v, dict):
-                raise ValueError(f"association {k[:20]!r}: not an association id with an object")
-            vals = [v.get("value"), v.get("before"), v.get("alt")]
-            if not _int_in_range(vals[0]) or not all(x is None or _int_in_range(x) for x in vals[1:]):
-                raise ValueError(f"association {k}: values are not integers in range")
-            assocs[int(k)] = AssocState(*vals)
+        jobs = _entries(d, "jobs", "job", JobState, {"value": None, "base": 0}, ("alt",))
+        assocs = _entries(d, "assocs", "association", AssocState, {"value": None}, ("before", "alt"))
         return cls(mode, jobs, assocs)
 
 
