@@ -63,7 +63,6 @@ class AssocPlan:
     actions: list[AssocAction]  # associations with pending jobs first, then by value
     state: PushState  # the state once every action has landed
     foreign: list[AssocPriority] = field(default_factory=list)  # own Priority not ours: refused
-    skipped: int = 0  # user associations slurmdbd has that the computed tree does not (written later)
 
     def refusal(self, limit: int = 3) -> str | None:
         """One line naming how many foreign associations and the first few, or None."""
@@ -93,14 +92,12 @@ def plan_assocs(rows: list[AssocPriority], result: Result, jobs: list[Job], stat
     actions: list[AssocAction] = []
     foreign: list[AssocPriority] = []
     assocs: dict[int, AssocState] = {}
-    skipped = 0
     for row in rows:
         if row.user is None:
             continue  # an account: its jobs are its users'
         f = factors.get((row.account, row.user, row.partition))
         prev = state.assocs.get(row.id)
-        if f is None:
-            skipped += 1
+        if f is None:  # not in the computed tree (added since): written by a later cycle
             if prev is not None:
                 assocs[row.id] = prev  # still ours in slurmdbd: the way back needs it
             continue
@@ -114,7 +111,7 @@ def plan_assocs(rows: list[AssocPriority], result: Result, jobs: list[Job], stat
             n = pending.get((row.account, row.user), 0)
             actions.append(AssocAction(row.id, row.account, row.user, row.partition, c, row.priority, c, n))
     actions.sort(key=lambda a: (a.pending_jobs == 0, a.new, a.id))
-    return AssocPlan(actions, PushState(state.mode, {}, assocs), foreign, skipped)
+    return AssocPlan(actions, PushState(state.mode, {}, assocs), foreign)
 
 
 def by_value(actions: list[AssocAction]) -> list[tuple[int | None, list[AssocAction]]]:
