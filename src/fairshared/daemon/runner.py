@@ -270,24 +270,20 @@ class Runner:
         res.controller = self._check_controller(snap)
         res.fairshare_counted_twice = counts_fairshare_twice(cfg, snap)
         self._warn_twice(res.fairshare_counted_twice, snap)
-        res.seconds["pull"] = time.monotonic() - t0
-
         by_assoc = mode.by_association
         rows = None
         if by_assoc or self.state.assocs:  # slurmdbd's own Priority of every association: an input
-            t0 = time.monotonic()
             try:
                 rows = self._assoc_writer().read(snap.cluster)
             except Exception as exc:
                 return self._fail(res, "pull_failed", f"reading association priorities: {exc}", t0, "pull")
-            res.seconds["pull"] += time.monotonic() - t0
+        res.seconds["pull"] = time.monotonic() - t0
 
         t0 = time.monotonic()
         if self.state.mode != cfg.push.mode and not self._take_back(res, snap, rows):
             res.seconds["push"] = time.monotonic() - t0
             return res  # the old mode's values are not all back: nothing new is pushed beside them
-        res.seconds.setdefault("push", 0.0)
-        res.seconds["push"] += time.monotonic() - t0
+        take_back_s = time.monotonic() - t0  # part of the push stage
 
         t0 = time.monotonic()
         try:
@@ -309,7 +305,7 @@ class Runner:
                 self._push_assocs(res, plan)
         elif not cfg.push.dry_run and res.actions:
             self._push(res, mode, planned)
-        res.seconds["push"] += time.monotonic() - t0
+        res.seconds["push"] = take_back_s + time.monotonic() - t0
         return res
 
     # -- push mode assoc_priority and the way back ---------------------------------------------------
