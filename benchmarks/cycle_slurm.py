@@ -137,8 +137,9 @@ def run(argv: list, env: dict, timeout: float = 600.0, check: bool = True) -> su
     return proc
 
 
-def up(env: dict) -> None:
-    proc = run([SCRIPTS / "up", "--dir", env["FAIRSHARED_CLUSTER_DIR"], "--quiet"], env,
+def up(env: dict, settings: str | None = None) -> None:
+    extra = ["--settings", settings] if settings else []
+    proc = run([SCRIPTS / "up", "--dir", env["FAIRSHARED_CLUSTER_DIR"], *extra, "--quiet"], env,
                timeout=900, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"deploy/dev-cluster/up failed:\n{(proc.stderr or proc.stdout)[-3000:]}")

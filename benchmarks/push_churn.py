@@ -6,7 +6,8 @@ of --period seconds: every user's usage decays with PriorityDecayHalfLife (--hal
 users who run jobs (a fifth, fixed) add usage each period.  Each cycle computes F with each
 algorithm and plans the contributions c = round(W · F) (W = 10000) or, with levels L,
 c = round(W · round(F·L)/L) (plan.contribution), and counts the jobs whose c changed since the
-previous cycle: the updates a cycle would send.  It also checks that no level setting inverts
+previous cycle: the updates a cycle would send, and the user associations whose c changed: the
+writes of push.mode assoc_priority (and its sacctmgr requests, one per distinct value).  It also checks that no level setting inverts
 two users' order (a user with the higher exact F never gets a lower c) and prints the largest
 |c − W·F|.
 
@@ -31,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fairshared.engine import build_tree, compute  # noqa: E402
 from fairshared.plan import contribution  # noqa: E402
+from fairshared.sinks.assoc_cli import IDS_PER_REQUEST  # noqa: E402
 from synthetic import make_associations  # noqa: E402
 
 W = 10000
@@ -46,23 +48,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", default="0,10000,1000,100")
     a = ap.parse_args(argv)
     levels = [int(x) for x in a.levels.split(",")]
+    for row in churn(a.assocs, a.jobs, a.cycles, levels, period=a.period, half_life=a.half_life):
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def churn(assocs: int, jobs: int, cycles: int, levels: list[int], *, period: float = 300.0,
+          half_life: float = 7 * 86400.0, algorithms=("classic", "fair_tree", "level_based")) -> list[dict]:
+    """One row per (algorithm, levels): job updates and association writes per cycle (after the first).
+
+    An association write is a user association whose c moved (push.mode assoc_priority); its
+    requests are one per distinct new value, cut at 2,000 ids (sinks/assoc_cli.py)."""
     rng = np.random.default_rng(7)
-    tree = build_tree(make_associations(a.assocs, seed=3))
+    tree = build_tree(make_associations(assocs, seed=3))
     users = np.flatnonzero(tree.is_user)
-    # jobs per user: Zipf-like over a random order of the users, summing to --jobs
+    # jobs per user: Zipf-like over a random order of the users, summing to `jobs`
     weights = 1.0 / np.arange(1, len(users) + 1) ** 1.1
     rng.shuffle(weights)
-    per_user = rng.multinomial(a.jobs, weights / weights.sum())
+    per_user = rng.multinomial(jobs, weights / weights.sum())
     running = rng.random(len(users)) < 0.2
     burn = np.where(running, rng.lognormal(8, 1.5, len(users)), 0.0)  # cpu-seconds per period
-    decay = 2.0 ** (-a.period / a.half_life)
-    for algorithm in ("classic", "fair_tree", "level_based"):
+    decay = 2.0 ** (-period / half_life)
+    rows = []
+    for algorithm in algorithms:
         usage = tree.usage.copy()
         prev = {L: None for L in levels}
         changed = {L: [] for L in levels}
+        assoc_changed = {L: [] for L in levels}
+        requests = {L: [] for L in levels}
         worst = {L: 0.0 for L in levels}
         inversions = {L: 0 for L in levels}
-        for _ in range(a.cycles + 1):
+        for _ in range(cycles + 1):
             usage[users] = usage[users] * decay + burn
             t = build_tree_with_usage(tree, usage)
             f = compute(t, algorithm).fairshare[users]
@@ -72,16 +88,24 @@ def main(argv: list[str] | None = None) -> int:
                 worst[L] = max(worst[L], float(np.nanmax(np.abs(c - W * np.nan_to_num(f)))))
                 inversions[L] += int(np.sum(np.diff(c[order]) < 0))
                 if prev[L] is not None:
-                    changed[L].append(int(per_user[c != prev[L]].sum()))
+                    moved = c != prev[L]
+                    changed[L].append(int(per_user[moved].sum()))
+                    assoc_changed[L].append(int(moved.sum()))
+                    _, counts = np.unique(c[moved], return_counts=True)
+                    requests[L].append(int(np.sum(-(-counts // IDS_PER_REQUEST))))
                 prev[L] = c
         for L in levels:
             ch = np.array(changed[L])
-            print(json.dumps({"algorithm": algorithm, "levels": L, "assocs": a.assocs, "jobs": a.jobs,
-                              "updates_per_cycle_mean": round(float(ch.mean())),
-                              "updates_per_cycle_max": int(ch.max()),
-                              "share_mean": round(float(ch.mean()) / a.jobs, 4),
-                              "max_error": round(worst[L], 2), "inversions": inversions[L]}), flush=True)
-    return 0
+            rows.append({"algorithm": algorithm, "levels": L, "assocs": assocs, "jobs": jobs,
+                         "updates_per_cycle_mean": round(float(ch.mean())),
+                         "updates_per_cycle_max": int(ch.max()),
+                         "share_mean": round(float(ch.mean()) / jobs, 4),
+                         "assoc_writes_per_cycle_mean": round(float(np.mean(assoc_changed[L]))),
+                         "assoc_share_mean": round(float(np.mean(assoc_changed[L])) / len(users), 4),
+                         "assoc_requests_per_cycle_mean": round(float(np.mean(requests[L])), 1),
+                         "assoc_requests_per_cycle_max": int(np.max(requests[L])),
+                         "max_error": round(worst[L], 2), "inversions": inversions[L]})
+    return rows
 
 
 def build_tree_with_usage(tree, usage):
