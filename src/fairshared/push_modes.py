@@ -88,10 +88,24 @@ class PushMode(Protocol):
         """The push state to keep once ``actions`` were tried (``failed``: job ids that did not land)."""
         ...
 
+    def take_back(self, job: Job, st: JobState) -> list[PushAction] | None:
+        """The way back for one pending job this mode wrote (``st``, its push-state entry): the
+        updates that take our value back ([]: it already holds the owner's), or None when the value
+        it holds is no longer ours (somebody changed it since: left alone).  ``release`` actions
+        come first in a job's list (fairshared.takeback)."""
+        ...
+
 
 def _action(job: Job, field: str, new: int, old: int | None, c: int) -> PushAction:
     return PushAction(job_id=job.job_id, field=field, new=new, old=old, contribution=c,
                       user=job.user, account=job.account, partition=job.partition)
+
+
+class _WritesNoJob:
+    """Modes that write no job value: nothing of theirs to take back from a job."""
+
+    def take_back(self, job: Job, st: JobState) -> list[PushAction] | None:
+        return []
 
 
 class _FromContribution:
@@ -152,6 +166,14 @@ class SiteFactorMode(_FromContribution):
                 jobs[jid] = before.jobs[jid]
         return PushState(planned.mode, jobs)
 
+    def take_back(self, job, st):
+        """SiteFactor back to 0 (pyslurm cannot send 0: the command line does, sinks/push_pyslurm).
+        A source that does not read SiteFactor: the value is taken for ours."""
+        current = job.site_factor if job.site_factor is not None else st.value
+        if not st.ours(current):
+            return None
+        return [_action(job, "site_factor", 0, current, 0)] if current != 0 else []
+
 
 class _BothStayOurs:
     strict_write_ahead = True
@@ -185,6 +207,12 @@ class NiceMode(_BothStayOurs, _FromContribution):
         base = prev.base if mine else job.nice
         keep = prev.alt if mine else None  # our value before an unfinished push, still ours
         return JobState(clamp(base - c), base, keep), job.nice
+
+    def take_back(self, job, st):
+        """Nice back to the owner's own (``base``)."""
+        if not st.ours(job.nice):
+            return None
+        return [_action(job, "nice", st.base, job.nice, 0)] if job.nice != st.base else []
 
 
 class PriorityMode(_BothStayOurs):
@@ -227,8 +255,17 @@ class PriorityMode(_BothStayOurs):
                                        contribution(params.weight_fairshare, f)))
         return Planned(actions, new_state, unknown, rows)
 
+    def take_back(self, job, st):
+        """``scontrol release``: slurmctld recalculates the priority again (job_mgr.c clears
+        direct_set_prio for an operator's Priority=INFINITE).  Release resets the nice to 0, so then
+        the owner's own nice (``base``) where that was not 0."""
+        if not (job.direct_set_prio and st.ours(job.priority)):
+            return None
+        back = [_action(job, "release", 0, job.priority, 0)]
+        return back + [_action(job, "nice", st.base, 0, 0)] if st.base else back
 
-class AssocPriorityMode:
+
+class AssocPriorityMode(_WritesNoJob):
     """Writes no job: each user association's Priority = c, planned by :func:`fairshared.push_assoc.plan_assocs`
     from slurmdbd's own values, which the runner reads (``by_association``)."""
 
@@ -244,7 +281,7 @@ class AssocPriorityMode:
         return planned
 
 
-class OffMode:
+class OffMode(_WritesNoJob):
     name = "off"
     job_details = False
     strict_write_ahead = False

@@ -13,6 +13,9 @@ assoc_priority  an association's Priority = c                 its own Priority b
                                                               cleared (-1) when it had none
 =============== ============================================ ==========================================
 
+A job's way back is its mode's rule (``take_back`` of each mode in :mod:`fairshared.push_modes`);
+an association's is here, the only mode that writes them.
+
 Only what still holds a value this daemon wrote is taken back (the state's ``value`` or ``alt``):
 a value somebody changed since is theirs and is left alone, and a job no longer pending or an
 association gone from slurmdbd has nothing to take back.  So the plan is safe to run twice: what
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 
 from .model import Job
 from .plan import PushState
+from .push_modes import mode_for
 from .records import AssocAction, AssocPriority, PushAction
 
 
@@ -47,14 +51,11 @@ class Takeback:
                          {k: v for k, v in state.assocs.items() if k in failed_assocs})
 
 
-def _job_action(job: Job, fld: str, new: int, old: int | None) -> PushAction:
-    return PushAction(job_id=job.job_id, field=fld, new=new, old=old, contribution=0, user=job.user,
-                      account=job.account, partition=job.partition)
-
-
 def plan_takeback(state: PushState, jobs: list[Job], rows: list[AssocPriority] | None) -> Takeback:
     """What to write to take back ``state`` from a cluster whose pending jobs are ``jobs`` and whose
-    associations' own Priority are ``rows`` (None: not read; needed only for an assoc_priority state)."""
+    associations' own Priority are ``rows`` (None: not read; needed only for an assoc_priority state).
+    Each job's way back is its mode's (:meth:`push_modes.PushMode.take_back`); releases go first."""
+    mode = mode_for(state.mode)
     releases: list[PushAction] = []
     values: list[PushAction] = []
     left_alone = gone = 0
@@ -64,24 +65,12 @@ def plan_takeback(state: PushState, jobs: list[Job], rows: list[AssocPriority] |
         if job is None:
             gone += 1
             continue
-        if state.mode == "site_factor":
-            current = job.site_factor if job.site_factor is not None else st.value  # unknown: ours
-            if not st.ours(current):
-                left_alone += 1
-            elif current != 0:
-                values.append(_job_action(job, "site_factor", 0, current))
-        elif state.mode == "nice":
-            if not st.ours(job.nice):
-                left_alone += 1
-            elif job.nice != st.base:
-                values.append(_job_action(job, "nice", st.base, job.nice))
-        elif state.mode == "priority":
-            if not (job.direct_set_prio and st.ours(job.priority)):
-                left_alone += 1
-                continue
-            releases.append(_job_action(job, "release", 0, job.priority))
-            if st.base:  # scontrol release resets the nice to 0 (job_mgr.c): the owner's comes back
-                values.append(_job_action(job, "nice", st.base, 0))
+        back = mode.take_back(job, st)
+        if back is None:
+            left_alone += 1
+            continue
+        releases += [a for a in back if a.field == "release"]
+        values += [a for a in back if a.field != "release"]
     assoc_actions: list[AssocAction] = []
     if state.assocs:
         if rows is None:
