@@ -38,7 +38,10 @@ def register(subparsers) -> None:
                    "and source); default: built-in defaults")
     p.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory (default: state.directory, "
                    "else $STATE_DIRECTORY, else ./fairshared-state)")
-    p.add_argument("--demo", action="store_true", help="against the built-in simulated cluster")
+    p.add_argument("--demo", action="store_true",
+                   help="against a fresh built-in simulated cluster (its own, in this process: not a "
+                        "running demo daemon's, whose cluster lives in that daemon; for trying the "
+                        "command on a demo daemon's stopped state)")
     p.add_argument("--apply", action="store_true", help="do it (default: show what would be done)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     p.set_defaults(func=cmd_undo)
