@@ -46,6 +46,15 @@ def test_push_churn_levels_never_invert_the_order():
     rows = json_lines(run("push_churn.py", "--assocs", "300", "--jobs", "600", "--cycles", "3").stdout)
     assert rows and all(r["inversions"] == 0 for r in rows)
     assert {r["levels"] for r in rows} >= {0, 100}
+    # push.mode assoc_priority: one request per distinct value among the associations that moved,
+    # so never more than the levels allow (300 associations: never past one 2,000-id cut)
+    for r in rows:
+        assert 0 <= r["assoc_writes_per_cycle_mean"] < 300
+        if r["levels"]:
+            assert r["assoc_requests_per_cycle_max"] <= r["levels"] + 1
+    coarse = {r["algorithm"]: r["assoc_requests_per_cycle_mean"] for r in rows if r["levels"] == 100}
+    fine = {r["algorithm"]: r["assoc_requests_per_cycle_mean"] for r in rows if r["levels"] == 10000}
+    assert all(coarse[a] <= fine[a] for a in coarse) and coarse["fair_tree"] < fine["fair_tree"]
 
 
 def test_soak_keeps_rss_flat_over_demo_cycles():
