@@ -164,6 +164,21 @@ def run_usage_jobs(lay, env: dict, n: int) -> None:
     cs.log(f"{len(running)} jobs running (their usage grows at every decay pass)")
 
 
+def wait_dbd_queue(env: dict, timeout: float = 900.0) -> None:
+    """Wait until slurmctld has sent slurmdbd every job record of the submissions (sdiag's DBD Agent
+    queue empty): a backlog would slow every slurmdbd request measured here."""
+    deadline = time.monotonic() + timeout
+    size = None
+    while time.monotonic() < deadline:
+        for line in cs.run(["sdiag"], env, check=False).stdout.splitlines():
+            if line.strip().startswith("DBD Agent queue size:"):
+                size = int(line.split(":")[1])
+        if size == 0:
+            return
+        time.sleep(5)
+    cs.log(f"warning: slurmctld's DBD agent queue still holds {size} messages")
+
+
 def pending_jobs(env: dict) -> dict[str, tuple[str, str]]:
     """Pending job records: job id as sprio prints it (%A: an unsplit array's record) -> (account, user)."""
     out = {}
@@ -343,6 +358,7 @@ def main() -> int:
         n_assoc = cs.wait_for("associations in sshare", lambda: cs.count_assocs(env), lay.total)
         n_jobs = cs.wait_for("pending jobs", lambda: cs.count_pending(env), args.jobs)
         period = calc_period(env)
+        wait_dbd_queue(env)
         report |= {"slurm": cs.run(["scontrol", "--version"], env).stdout.strip(), "associations": n_assoc,
                    "pending_jobs": n_jobs, "priority_calc_period": period}
         cs.log(f"cluster ready: {n_assoc} associations, {n_jobs} pending jobs, PriorityCalcPeriod {period:g} s")
