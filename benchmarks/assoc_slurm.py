@@ -146,11 +146,15 @@ def txn_rows(env: dict) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
+def usage_pairs(lay, n: int) -> list[tuple[str, str]]:
+    unix = set(lay.unix)
+    return [p for p in lay.pairs if p[0] in unix][::7][:n]
+
+
 def run_usage_jobs(lay, env: dict, n: int) -> None:
     """``n`` running jobs of different sizes on different users' associations (partitions still up),
     so that usage grows at every decay pass: the churn a steady cycle sees on a real cluster."""
-    unix = set(lay.unix)
-    pairs = [p for p in lay.pairs if p[0] in unix][::7][:n]
+    pairs = usage_pairs(lay, n)
     for i, (user, account) in enumerate(pairs):
         cs.run(["sbatch", "--parsable", f"--uid={user}", f"--account={account}", "--partition=debug",
                 f"-n{8 * (i + 1)}", "--chdir=/tmp", "--output=/dev/null", "--job-name=fsb-usage",
@@ -208,22 +212,55 @@ def expected_values(runner: Runner, writer: SacctmgrAssocs, cluster: str) -> dic
     return {(rows[i].account, rows[i].user): st.value for i, st in runner.state.assocs.items() if i in rows}
 
 
-def wait_for_values(env: dict, jobs: dict[str, tuple[str, str]], want: dict[tuple[str, str], int],
-                    t0: float, deadline: float, every: float = 3.0) -> tuple[float | None, list]:
-    """Seconds since ``t0`` until every pending job's %B is its association's value (None: not by the
-    deadline), and the progress [(seconds, jobs carrying it)]."""
-    progress = []
-    while True:
-        terms = assoc_terms(env)  # the jobs still pending (sprio lists only those)
-        listed = [j for j in jobs if j in terms]
-        ok = sum(1 for j in listed if terms[j] == want.get(jobs[j]))
-        now = time.monotonic() - t0
-        progress.append((round(now, 1), ok))
-        if listed and ok == len(listed):
-            return now, progress
-        if now > deadline:
-            return None, progress
-        time.sleep(every)
+class ValuePoller:
+    """``sprio -o %i|%B`` every ``every`` s in a thread from the cold start's beginning; judged once the
+    values are known (:meth:`until_all`): the first time every job still pending carries its value."""
+
+    def __init__(self, env: dict, jobs: dict[str, tuple[str, str]], t0: float, every: float = 3.0):
+        self.env, self.jobs, self.t0, self.every = env, jobs, t0, every
+        self.texts: list[tuple[float, str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop.is_set():
+            out = cs.run(["sprio", "-h", "-o", "%i|%B"], self.env, check=False).stdout
+            self.texts.append((time.monotonic() - self.t0, out))
+            self.stop.wait(self.every)
+
+    def _carrying(self, text: str, want: dict) -> tuple[int, int]:
+        terms = {}
+        for line in text.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 2:
+                try:
+                    terms[parts[0]] = int(float(parts[1]))
+                except ValueError:
+                    pass
+        listed = [j for j in self.jobs if j in terms]  # sprio lists only the jobs still pending
+        return sum(1 for j in listed if terms[j] == want.get(self.jobs[j])), len(listed)
+
+    def until_all(self, want: dict, deadline: float) -> tuple[float | None, list]:
+        """Seconds since ``t0`` until every pending job's %B is its association's value (None: not by
+        ``deadline`` s), and the progress [(seconds, jobs carrying it)]."""
+        progress, seen = [], 0
+        try:
+            while True:
+                texts = self.texts[seen:]
+                seen += len(texts)
+                for t, text in texts:
+                    ok, listed = self._carrying(text, want)
+                    progress.append((round(t, 1), ok))
+                    if listed and ok == listed:
+                        return t, progress
+                if time.monotonic() - self.t0 > deadline:
+                    return None, progress
+                time.sleep(self.every)
+        finally:
+            self.stop.set()
+            self.thread.join()
+            self.texts.clear()
 
 
 def cycle(runner: Runner, env: dict, label: str, probe_user: str | None = None) -> dict:
@@ -271,16 +308,23 @@ def request_cost(runner: Runner, writer: TimedAssocs, env: dict, single: int = 2
         by_value.setdefault(r.priority, []).append(r.id)
     value, ids = max(by_value.items(), key=lambda kv: len(kv[1]))
     ids = ids[:big]
+    txn0 = txn_rows(env)
     t0 = time.perf_counter()
     for r in rows[:single]:
         writer.write(cluster, [r.id], r.priority + 1)
     per_request = (time.perf_counter() - t0) / single
+    txn1 = txn_rows(env)
     t1 = time.perf_counter()
     writer.write(cluster, ids, value + 1)
     big_s = time.perf_counter() - t1
+    txn2 = txn_rows(env)
     per_assoc = max(0.0, (big_s - per_request) / max(1, len(ids) - 1))
+    # a txn_table row stores the request's where clause: bytes = a row's base + bytes per id
+    row1 = (txn1[1] - txn0[1]) / max(1, txn1[0] - txn0[0])
+    per_id = max(0.0, (txn2[1] - txn1[1] - row1) / max(1, len(ids) - 1))
     return {"one_association_request_s": round(per_request, 4), "big_request_ids": len(ids),
-            "big_request_s": round(big_s, 3), "per_association_ms": round(1000 * per_assoc, 3)}
+            "big_request_s": round(big_s, 3), "per_association_ms": round(1000 * per_assoc, 3),
+            "txn_row_bytes": round(row1 - per_id), "txn_bytes_per_id": round(per_id, 1)}
 
 
 def moved(before: dict[int, int], after: dict[int, int]) -> int:
@@ -369,6 +413,7 @@ def main() -> int:
         cs.log("cold start ...")
         jobs = pending_jobs(env)
         writer.t0 = t0 = time.monotonic()
+        poller = ValuePoller(env, jobs, t0)
         cold = cycle(runner, env, "cold start", probe_user)
         want = expected_values(runner, writer, env["FAIRSHARED_CLUSTER_NAME"])
         pending_done = max((end for start, end, kind, ids in writer.log if kind == "modify"), default=0.0)
@@ -381,15 +426,21 @@ def main() -> int:
                 pending_written_at = end
         cs.log(f"cold start: {cold['outcome']} in {cold['wall']} s, {cold['assocs_written']} associations "
                f"written; waiting for every pending job to carry its value")
-        all_at, progress = wait_for_values(env, jobs, want, t0, deadline=cold["wall"] + 3 * period + 60)
+        all_at, progress = poller.until_all(want, deadline=cold["wall"] + 3 * period + 60)
         cold |= {"requests": sum(1 for r in writer.log if r[2] == "modify"), "writes_done_at": round(pending_done, 1),
                  "pending_assocs_written_at": round(pending_written_at, 1), "pending_requests": n_pend_req,
                  "all_jobs_carry_value_at": None if all_at is None else round(all_at, 1),
-                 "progress": progress[-8:], "jobs_checked": len(jobs)}
+                 "progress": [p for p in progress if p[1]][:3] + progress[-3:], "jobs_checked": len(jobs)}
 
         steady = []
-        for label, wait in (("steady 1", 0.0), ("steady 2", 0.0), ("steady 3", period)):
+        for label, wait in (("steady 1", 0.0), ("steady 2", period), ("steady 3", 0.0)):
             time.sleep(wait)  # one decay pass at least: the running jobs' usage moved
+            if label == "steady 3":  # an admin resets the usage of 5 associations: their users move up
+                for user, account in usage_pairs(lay, args.usage_jobs)[:5]:
+                    cs.run(["sacctmgr", "-i", "modify", "user", "where", f"name={user}", f"account={account}",
+                            "set", "rawusage=0"], env)
+                time.sleep(2)
+                label += " (5 usages reset)"
             steady.append(steady_cycle(runner, writer, env, label))
         cycles = [cold, *steady]
         report["request_cost"] = request_cost(runner, writer, env)
@@ -418,37 +469,36 @@ def main() -> int:
         cs.log(f"benchmark took {time.monotonic() - t_start:.1f} s")
 
 
-def day_figures(report: dict, cycles: list[dict], algorithm: str, levels: int, n_assoc: int) -> dict:
+def day_figures(report: dict, algorithm: str, levels: int, n_assoc: int, pending_assocs: int) -> dict:
     """Per cycle and per day at the churn of :func:`push_churn.churn` (this algorithm, these levels,
-    as many associations), costed with this run's request and association costs."""
+    as many associations), costed with this run's request costs and txn_table bytes."""
     from push_churn import churn
 
     rc = report["request_cost"]
-    # a row's bytes grow with its ids (the where clause is stored): steady cycles' rows, else the cold start's
-    mine = [c for c in cycles if c["planned_jobs"] == 0 and c["txn_rows"]]
-    mine = [c for c in mine if c["label"] != "cold start"] or mine
-    rows = sum(c["txn_rows"] for c in mine)
-    per_row = sum(c["txn_bytes"] for c in mine) / rows if rows else 0.0
     if algorithm not in ("classic", "fair_tree", "level_based"):
         algorithm = "fair_tree"
     ch = churn(n_assoc, report["pending_jobs"], 6, [levels], algorithms=(algorithm,))[0]
     users = round(ch["assoc_writes_per_cycle_mean"] / ch["assoc_share_mean"]) if ch["assoc_share_mean"] else n_assoc
     cost = lambda req, n: req * rc["one_association_request_s"] + n * rc["per_association_ms"] / 1000  # noqa: E731
-    worst_req = min(levels + 1, users) + users // 2000
-    req = ch["assoc_requests_per_cycle_mean"]
+    size = lambda req, n: req * rc["txn_row_bytes"] + n * rc["txn_bytes_per_id"]  # noqa: E731
+    values = min(levels + 1, users) if levels else users
+    worst_req = values + users // 2000
+    pend_req = min(values, pending_assocs) + pending_assocs // 2000
+    req, writes = ch["assoc_requests_per_cycle_mean"], ch["assoc_writes_per_cycle_mean"]
     return {"algorithm": algorithm, "levels": levels, "user_assocs": users,
             "worst_cold_start_requests": worst_req, "worst_cold_start_s": round(cost(worst_req, users), 1),
-            "assoc_writes_per_cycle": ch["assoc_writes_per_cycle_mean"], "requests_per_cycle": req,
-            "slurmdbd_s_per_cycle": round(cost(req, ch["assoc_writes_per_cycle_mean"]), 2),
-            "requests_per_day": round(CYCLES_PER_DAY * req), "txn_bytes_per_row": round(per_row),
-            "txn_mb_per_day": round(CYCLES_PER_DAY * req * per_row / 1e6, 2)}
+            "worst_pending_first_s": round(cost(pend_req, pending_assocs), 1),
+            "assoc_writes_per_cycle": writes, "requests_per_cycle": req,
+            "slurmdbd_s_per_cycle": round(cost(req, writes), 2),
+            "requests_per_day": round(CYCLES_PER_DAY * req),
+            "txn_mb_per_day": round(CYCLES_PER_DAY * size(req, writes) / 1e6, 2)}
 
 
 def print_report(report, cycles, cold, steady, per_job, period, algorithm, levels, n_assoc) -> dict[str, bool]:
     w = sys.stdout.write
     w(f"\n{report['slurm']}: {report['associations']} associations, {report['pending_jobs']} pending jobs, "
       f"PriorityCalcPeriod {period:g} s\n\n")
-    w(f"{'':34}" + "".join(f"{c['label']:>20}" for c in cycles) + "\n")
+    w(f"{'':34}" + "".join(f"{c['label']:>26}" for c in cycles) + "\n")
     rows = [("outcome", lambda c: c["outcome"]), ("wall (s)", lambda c: f"{c['wall']:.1f}"),
             ("push stage (s)", lambda c: f"{c['seconds'].get('push', 0):.1f}"),
             ("pull stage (s)", lambda c: f"{c['seconds'].get('pull', 0):.1f}"),
@@ -459,7 +509,7 @@ def print_report(report, cycles, cold, steady, per_job, period, algorithm, level
             ("squeue meanwhile med/max (s)", lambda c: _probe(c, "squeue")),
             ("sacctmgr meanwhile med/max (s)", lambda c: _probe(c, "sacctmgr"))]
     for name, fn in rows:
-        w(f"{name:34}" + "".join(f"{str(fn(c)):>20}" for c in cycles) + "\n")
+        w(f"{name:34}" + "".join(f"{str(fn(c)):>26}" for c in cycles) + "\n")
     w("slurmctld RPCs (sdiag):\n" + "".join(f"  {c['label']}: {c['slurmctld_rpcs']}\n" for c in cycles))
     w("slurmdbd RPCs (sacctmgr show stats):\n" + "".join(f"  {c['label']}: {c['slurmdbd_rpcs']}\n" for c in cycles))
     w(f"alone: {report['alone']}\n")
@@ -472,17 +522,18 @@ def print_report(report, cycles, cold, steady, per_job, period, algorithm, level
           f"requests ({c['write_seconds']} s)\n")
     rc = report["request_cost"]
     w(f"request cost: {rc['one_association_request_s']} s a request of one association; "
-      f"{rc['big_request_ids']} in one request {rc['big_request_s']} s ({rc['per_association_ms']} ms an association)\n")
-    per_day = day_figures(report, cycles, algorithm, levels, n_assoc)
-    report["per_day"] = per_day
-    w(f"worst cold start ({levels + 1} distinct values, all {per_day['user_assocs']} associations): "
-      f"{per_day['worst_cold_start_requests']} requests, ~{per_day['worst_cold_start_s']:.0f} s of sacctmgr\n")
-    w(f"per 5-min cycle at {algorithm}'s churn (benchmarks/push_churn.py, levels {levels}): "
-      f"{per_day['assoc_writes_per_cycle']} associations in {per_day['requests_per_cycle']} requests, "
-      f"~{per_day['slurmdbd_s_per_cycle']:.1f} s of sacctmgr; per day {per_day['requests_per_day']:,} "
-      f"txn_table rows, {per_day['txn_mb_per_day']:.1f} MB ({per_day['txn_bytes_per_row']} bytes a row): "
-      f"{per_day['txn_mb_per_day'] * 30:.0f} MB a month, {per_day['txn_mb_per_day'] * 365:.0f} MB a year "
-      f"without PurgeTXNAfter\n")
+      f"{rc['big_request_ids']} in one request {rc['big_request_s']} s ({rc['per_association_ms']} ms an association); "
+      f"a txn_table row {rc['txn_row_bytes']} bytes + {rc['txn_bytes_per_id']} per id\n")
+    report["per_day"] = []
+    for lv in sorted({levels, 100}, reverse=True):
+        d = day_figures(report, algorithm, lv, n_assoc, cold["pending_assocs"])
+        report["per_day"].append(d)
+        w(f"levels {lv}: worst cold start ({min(lv + 1, d['user_assocs'])} distinct values, all "
+          f"{d['user_assocs']} associations) {d['worst_cold_start_requests']} requests, ~{d['worst_cold_start_s']:.0f} s "
+          f"of sacctmgr, the {cold['pending_assocs']} with pending jobs first in ~{d['worst_pending_first_s']:.0f} s; "
+          f"per 5-min cycle at {d['algorithm']}'s churn (benchmarks/push_churn.py) {d['assoc_writes_per_cycle']} "
+          f"associations in {d['requests_per_cycle']} requests, ~{d['slurmdbd_s_per_cycle']:.1f} s of sacctmgr; "
+          f"per day {d['requests_per_day']:,} txn_table rows, {d['txn_mb_per_day']:.1f} MB\n")
     all_at = cold["all_jobs_carry_value_at"]
     targets = {
         "cold start: every pending job carries its value <= 60 s + PriorityCalcPeriod":
