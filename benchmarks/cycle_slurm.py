@@ -146,6 +146,8 @@ def up(env: dict, settings: str | None = None) -> None:
     for line in proc.stdout.splitlines():
         if line.startswith("export SLURM_CONF="):
             env["SLURM_CONF"] = line.split("=", 1)[1].strip()
+        elif line.startswith("export PATH="):  # a release built from source: its own commands first
+            env["PATH"] = line.split("=", 1)[1].strip().replace("$PATH", env["PATH"])
 
 
 def down(env: dict, purge: bool = True) -> None:
