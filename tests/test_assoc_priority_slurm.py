@@ -183,3 +183,47 @@ def test_undo_takes_back_each_mode_and_is_safe_twice(cluster, tmp_path, mode):
     assert set(own_priorities().values()) == {None}
     sc.run(["scancel", *map(str, jobs)], check=False)
     time.sleep(1)
+
+
+@pytest.mark.pyslurm
+def test_the_pyslurm_source_pushes_by_association_too(cluster, tmp_path, monkeypatch):
+    """The daemon's own wiring with ``source.kind = "pyslurm"``: pyslurm reads, sacctmgr writes the
+    association priorities (service.make_assoc_writer), and a job submitted after the cycle carries
+    its association's value in sprio; the way back clears them again."""
+    from fairshared.daemon.service import make_assoc_writer, make_source_and_updater
+    from fairshared.records import SourceError
+    from fairshared.takeback import plan_takeback
+
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))  # libslurm reads the conf SLURM_CONF names
+    try:
+        from fairshared.pyslurm_loader import import_pyslurm
+
+        import_pyslurm()
+    except SourceError as exc:
+        if sc.must_fail_loudly():
+            raise
+        pytest.skip(f"pyslurm not usable here (tests/matrix.py builds it for Slurm 25.11): {exc}")
+    clear_priorities()  # the other tests' runners wrote these with states of their own
+    cfg = config_from_dict({"source": {"kind": "pyslurm", "timeout": 60},
+                            "push": {"mode": "assoc_priority", "weight": 10000}})
+    source, updater = make_source_and_updater(cfg, demo=False)
+    writer = make_assoc_writer(cfg, source)
+    assert isinstance(writer, SacctmgrAssocs)
+    writer.env = sc.cluster_env()
+    r = Runner(cfg, source, updater, None, tmp_path, assoc_writer=writer)
+    rpcs = update_job_rpcs()
+    res = r.cycle()
+    assert res.outcome == "success", res.error
+    assert update_job_rpcs() == rpcs
+    ours = {(a.account, a.user): a.new for a in res.assoc_actions if a.user in USERS}
+    assert len(ours) == 3 and len(set(ours.values())) == 3
+    assert own_priorities() == ours
+    late = pend("fsap2", "fsapa")[0]
+    assert assoc_terms([late])[late] == ours[("fsapa", "fsap2")]
+    # the way back from this state, as `fairshared undo --apply` does it
+    tb = plan_takeback(r.state, [], writer.read(sc.CLUSTER_NAME))
+    assert {(a.account, a.user) for a in tb.assoc_actions if a.user in USERS} == set(ours)
+    for a in tb.assoc_actions:
+        writer.write(sc.CLUSTER_NAME, [a.id], a.new)
+    assert all(v is None for v in own_priorities().values())
+    sc.run(["scancel", str(late)], check=False)
