@@ -58,6 +58,7 @@ from fairshared.daemon.service import make_source_and_updater  # noqa: E402
 from fairshared.logs import configure as configure_logs  # noqa: E402
 from fairshared.sinks.assoc_cli import SacctmgrAssocs  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402
+from fairshared.slurm.config import parse_config, priority_config  # noqa: E402
 
 CYCLES_PER_DAY = 288  # PriorityCalcPeriod 5 min, Slurm's default
 
@@ -79,38 +80,11 @@ class TimedAssocs(SacctmgrAssocs):
             self.log.append((start, time.monotonic() - self.t0, argv[2], ids))
 
 
-class Probe:
-    """Another client: each argv run in turn every ``every`` s in a thread, wall times kept per name."""
-
-    def __init__(self, env: dict, commands: dict[str, list[str]], every: float = 0.5):
-        self.env, self.commands, self.every = env, commands, every
-        self.times: dict[str, list[float]] = {k: [] for k in commands}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self):
-        while not self.stop.is_set():
-            for name, argv in self.commands.items():
-                t0 = time.perf_counter()
-                cs.run(argv, self.env, check=False)
-                self.times[name].append(time.perf_counter() - t0)
-            self.stop.wait(self.every)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
-
-    def summary(self) -> dict[str, dict]:
-        return {k: {"n": len(t), "median": round(statistics.median(t), 3) if t else None,
-                    "max": round(max(t), 3) if t else None} for k, t in self.times.items()}
+Probe = cs.Probe
 
 
 def probe_commands(user: str) -> dict[str, list[str]]:
-    return {"squeue": ["squeue", "-h", "-t", "R", "-o", "%i"],
+    return {"squeue": cs.SQUEUE_RUNNING,
             "sacctmgr": ["sacctmgr", "-nP", "show", "assoc", "where", f"users={user}", "format=account,user,priority"]}
 
 
@@ -193,10 +167,10 @@ def pending_jobs(env: dict) -> dict[str, tuple[str, str]]:
     return out
 
 
-def assoc_terms(env: dict) -> dict[str, int]:
-    """Each job's association term of its priority (sprio %B, weighted; = Priority here)."""
+def parse_terms(text: str) -> dict[str, int]:
+    """``sprio -h -o %i|%B``: each job's association term of its priority (weighted; = Priority here)."""
     out = {}
-    for line in cs.run(["sprio", "-h", "-o", "%i|%B"], env).stdout.splitlines():
+    for line in text.splitlines():
         parts = line.strip().split("|")
         if len(parts) == 2:
             try:
@@ -230,14 +204,7 @@ class ValuePoller:
             self.stop.wait(self.every)
 
     def _carrying(self, text: str, want: dict) -> tuple[int, int]:
-        terms = {}
-        for line in text.splitlines():
-            parts = line.strip().split("|")
-            if len(parts) == 2:
-                try:
-                    terms[parts[0]] = int(float(parts[1]))
-                except ValueError:
-                    pass
+        terms = parse_terms(text)
         listed = [j for j in self.jobs if j in terms]  # sprio lists only the jobs still pending
         return sum(1 for j in listed if terms[j] == want.get(self.jobs[j])), len(listed)
 
@@ -332,14 +299,9 @@ def moved(before: dict[int, int], after: dict[int, int]) -> int:
 
 
 def calc_period(env: dict) -> float:
-    for line in cs.run(["scontrol", "show", "config"], env).stdout.splitlines():
-        if line.split("=")[0].strip() == "PriorityCalcPeriod":
-            v = line.split("=", 1)[1].strip()  # 00:01:00 or "1 min"
-            if ":" in v:
-                h, m, s = (int(x) for x in v.split(":")[-3:])
-                return h * 3600 + m * 60 + s
-            return float(v.split()[0]) * 60
-    raise RuntimeError("scontrol show config printed no PriorityCalcPeriod")
+    """PriorityCalcPeriod in seconds, read as the daemon reads it (fairshared.slurm.config)."""
+    raw = parse_config(cs.run(["scontrol", "show", "config"], env).stdout)
+    return float(priority_config(raw)["calc_period_seconds"])
 
 
 def make_runner(mode: str, state: str, env: dict, levels: int | None):

@@ -438,20 +438,24 @@ def rpc_delta(before: dict[str, int], after: dict[str, int], top: int = 6) -> li
     return sorted(((k, v) for k, v in d.items() if v > 0), key=lambda kv: -kv[1])[:top]
 
 
-class SqueueProbe:
-    """Another client's latency while a cycle runs: ``squeue -h -t R`` every 0.5 s in a thread."""
+class Probe:
+    """Another client: each argv run in turn every ``every`` s in a thread while a cycle runs, wall
+    times kept per name (``squeue``'s latency here; benchmarks/assoc_slurm.py adds sacctmgr's)."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict, commands: dict[str, list[str]], every: float = 0.5):
         import threading
-        self.env, self.times, self.stop = env, [], threading.Event()
+        self.env, self.commands, self.every = env, commands, every
+        self.times: dict[str, list[float]] = {k: [] for k in commands}
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self):
         while not self.stop.is_set():
-            t0 = time.perf_counter()
-            run(["squeue", "-h", "-t", "R", "-o", "%i"], self.env, check=False)
-            self.times.append(time.perf_counter() - t0)
-            self.stop.wait(0.5)
+            for name, argv in self.commands.items():
+                t0 = time.perf_counter()
+                run(argv, self.env, check=False)
+                self.times[name].append(time.perf_counter() - t0)
+            self.stop.wait(self.every)
 
     def __enter__(self):
         self.thread.start()
@@ -461,9 +465,13 @@ class SqueueProbe:
         self.stop.set()
         self.thread.join()
 
-    def summary(self) -> dict:
-        t = sorted(self.times)
-        return {"n": len(t), "median": t[len(t) // 2] if t else None, "max": t[-1] if t else None}
+    def summary(self) -> dict[str, dict]:
+        import statistics
+        return {k: {"n": len(t), "median": round(statistics.median(t), 3) if t else None,
+                    "max": round(max(t), 3) if t else None} for k, t in self.times.items()}
+
+
+SQUEUE_RUNNING = ["squeue", "-h", "-t", "R", "-o", "%i"]
 
 
 def peak_rss_mib() -> float:
@@ -484,7 +492,7 @@ def run_cycle(runner: Runner, source, metrics: Metrics, label: str, env: dict) -
     calls.clear()
     rpcs = sdiag_rpcs(env)
     t0 = time.perf_counter()
-    with SqueueProbe(env) as probe:
+    with Probe(env, {"squeue": SQUEUE_RUNNING}) as probe:
         res = runner.cycle(label)
     wall = time.perf_counter() - t0
     rpcs = rpc_delta(rpcs, sdiag_rpcs(env))
@@ -502,7 +510,7 @@ def run_cycle(runner: Runner, source, metrics: Metrics, label: str, env: dict) -
         "pull_commands": [[what, secs] for what, secs in calls],
         "scrape_seconds": render, "scrape_bytes": scrape,
         "push_ms_per_job": 1000 * s["push"] / res.pushed if res.pushed else None,
-        "rpcs": rpcs, "squeue_during": probe.summary(), "peak_rss_mib": peak_rss_mib(),
+        "rpcs": rpcs, "squeue_during": probe.summary()["squeue"], "peak_rss_mib": peak_rss_mib(),
     }
 
 
