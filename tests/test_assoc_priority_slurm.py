@@ -40,10 +40,19 @@ def own_priorities() -> dict[tuple[str, str], int | None]:
     return {(a, u): (int(p) if p else None) for a, u, p in rows if u in USERS}
 
 
+def sprio_column(jobs, column: str) -> dict[int, int]:
+    """One sprio column of each of ``jobs``.  All pending jobs are read and then filtered: 24.11's
+    sprio refuses a list after ``-j`` ("Invalid job id": sprio/opts.c parses the whole list for
+    each element; 25.11 parses the element)."""
+    want = set(map(int, jobs))
+    out = sc.run(["sprio", "-h", "-o", f"%i|{column}"]).stdout
+    rows = (line.split("|") for line in out.split() if line)
+    return {int(i): round(float(v)) for i, v in rows if int(i) in want}
+
+
 def assoc_terms(jobs) -> dict[int, int]:
     """sprio's association term (%B, weighted) of each job."""
-    out = sc.run(["sprio", "-h", "-j", ",".join(map(str, jobs)), "-o", "%i|%B"]).stdout
-    return {int(i): round(float(b)) for i, b in (line.split("|") for line in out.split() if line)}
+    return sprio_column(jobs, "%B")
 
 
 def update_job_rpcs() -> int:
@@ -126,8 +135,7 @@ def test_a_job_carries_its_share_at_submit_and_no_job_is_updated(cluster, tmp_pa
     # the same order as push mode site_factor on the same cluster: the mode change takes the
     # association priorities back (cleared: they had none) and pushes SiteFactor = c instead
     def order():
-        out = sc.run(["sprio", "-h", "-j", ",".join(map(str, early)), "-o", "%i|%Y"]).stdout
-        prio = {int(i): int(p) for i, p in (line.split("|") for line in out.split() if line)}
+        prio = sprio_column(early, "%Y")
         return sorted(early, key=lambda j: (-prio[j], j)), prio
 
     assoc_order, assoc_prio = order()
