@@ -163,6 +163,8 @@ def remove_unix_users(env: dict) -> None:
         return
     names = [n for n in f.read_text().split() if n.startswith(USER_PREFIX)]
     for name in names:
+        # its jobs still running (the instance goes down after this): userdel refuses a user with processes
+        subprocess.run(["pkill", "-KILL", "-u", name], env=env, capture_output=True, check=False)
         for _ in range(20):
             p = subprocess.run(["userdel", name], env=env, capture_output=True, text=True, check=False)
             if p.returncode != 10:  # 10: /etc/passwd locked by someone else's useradd: retry
