@@ -31,8 +31,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from .. import __version__
 from ..logs import configure, get_logger
@@ -49,6 +47,7 @@ from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
 from .runner import Runner, period_for
+from .scheduler import Scheduler, make_scheduler
 
 CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
 
@@ -191,7 +190,7 @@ class Service:
         self.cycle_requested = 0
         self.stopping = threading.Event()
         self.abandoned = False
-        self.scheduler: BackgroundScheduler | None = None
+        self.scheduler: Scheduler | None = None
         self.http: HttpServer | None = None
         self.period: float | None = None
         self.requests = CycleRequests(self._submit, config.http.max_waiting)
@@ -439,8 +438,7 @@ class Service:
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
-        self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
-                                             job_defaults={"coalesce": True, "max_instances": 1})
+        self.scheduler = make_scheduler()
         self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self.period = period_for(self.config, None) if self.config.schedule.period else 300.0
         self.scheduler.add_job(self._run_cycle, "interval", seconds=self.period, id="cycle",
