@@ -40,7 +40,7 @@ from ..sinks.base import AssocWriter, JobUpdater
 from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
 from ..sources.demo import DemoSource
-from . import sdnotify, statefiles
+from . import memory, sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
                      resolve_token, with_overrides)
 from .http import Endpoints, make_app
@@ -211,12 +211,16 @@ class Service:
         # returns nothing: APScheduler would hand the cycle's whole result (snapshot and all) to its events
         if self.stopping.is_set():
             return  # a cycle queued before SIGTERM is dropped
+        self._cycle(reason)
+        memory.release_free_memory()  # what the cycle freed (its result is garbage by now): memory.py
+        self._reschedule()
+
+    def _cycle(self, reason: str) -> None:
         res = self.runner.cycle(reason)
         if res.algorithm and self.metrics is not None:
             self._set_info()
         sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
                         + (" (dry run)" if res.dry_run else ""))
-        self._reschedule()
 
     def _reschedule(self) -> None:
         """Keep the timer at the cluster's period; after failures, back off."""
