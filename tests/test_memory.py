@@ -60,3 +60,30 @@ def test_the_daemon_returns_memory_once_the_cycle_is_garbage(tmp_path, monkeypat
         svc._run_cycle("test")
         svc._run_cycle("test")
     assert seen == [(1, True), (2, True)]
+
+
+def test_no_full_collection_walks_a_cycle_in_progress(tmp_path):
+    """A cycle at 50,000 jobs set off 5 to 10 full collections of 100-440 ms each, every thread
+    held meanwhile and nothing found: the collector is off while a cycle runs, on again after it,
+    and a reference cycle made meanwhile is still collected afterwards."""
+    class Node:
+        def __init__(self):
+            self.me = self
+
+    with gated_service({"state": {"directory": str(tmp_path / "state")}}) as svc:
+        svc.gate.set()
+        during: list[bool] = []
+        made: list[weakref.ref] = []
+        cycle = svc.runner.cycle
+
+        def watched(reason="timer"):
+            during.append(gc.isenabled())
+            made.append(weakref.ref(Node()))  # garbage only the collector can free
+            return cycle(reason)
+
+        svc.runner.cycle = watched
+        assert gc.isenabled()
+        svc._run_cycle("test")
+        assert during == [False] and gc.isenabled()
+        gc.collect()
+        assert made[0]() is None

@@ -211,7 +211,8 @@ class Service:
         # returns nothing: APScheduler would hand the cycle's whole result (snapshot and all) to its events
         if self.stopping.is_set():
             return  # a cycle queued before SIGTERM is dropped
-        self._cycle(reason)
+        with memory.collector_paused():  # no full collections over the cycle's objects: memory.py
+            self._cycle(reason)
         memory.release_free_memory()  # what the cycle freed (its result is garbage by now): memory.py
         self._reschedule()
 
