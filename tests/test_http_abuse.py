@@ -789,6 +789,61 @@ def test_fifty_pipelining_clients_that_never_read_hold_no_request_thread():
         srv.stop(2)
 
 
+def read_until(s: socket.socket, end: bytes) -> bytes:
+    out = b""
+    while not out.endswith(end):
+        chunk = s.recv(4096)
+        assert chunk, out
+        out += chunk
+    return out
+
+
+def test_probes_have_a_worker_of_their_own():
+    """waitress serves requests first come, first served: ~150 pipelined scrapes ahead of a
+    /-/healthy held it 0.9 s in the queue (benchmarks/http_load.py, 50 clients x 3 GET /metrics
+    during a cycle).  Every worker held here, and a queue behind them: the probes still answer."""
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    gate, busy = threading.Event(), threading.Semaphore(0)
+
+    def held_metrics(accept):
+        busy.release()
+        gate.wait(20)
+        return b"m 1\n", "text/plain"
+
+    ep = Endpoints(render_metrics=held_metrics, status=dict, health=lambda: (True, "ok\n"),
+                   ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=30, backlog=64,
+                     threads=2)
+    srv.start()
+    port = srv.address[1]
+    scrapes = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(6)]
+    try:
+        for s in scrapes:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert busy.acquire(timeout=5) and busy.acquire(timeout=5)  # both workers held, 4 queued
+        for path, body in (("/-/healthy", b"ok\n"), ("/-/ready", b"ready\n"), ("/-/healthy", b"ok\n")):
+            took, out = timed_get(port, path, timeout=10)
+            assert out.startswith(b"HTTP/1.1 200") and out.endswith(body), out[:80]
+            assert took < 0.5, f"{path} waited {took:.2f} s behind held scrapes"
+        head = raw(port, b"HEAD /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=2)
+        assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: 3" in head
+        # a probe pipelined before a scrape: the probe is answered at once, the scrape waits its turn
+        mixed = socket.create_connection(("127.0.0.1", port), timeout=10)
+        scrapes.append(mixed)
+        mixed.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_until(mixed, b"ok\n").startswith(b"HTTP/1.1 200")
+        gate.set()
+        for s in scrapes:  # every scrape answered once the workers are free
+            assert read_until(s, b"m 1\n").startswith(b"HTTP/1.1 200")
+    finally:
+        gate.set()
+        for s in scrapes:
+            s.close()
+        srv.stop(2)
+
+
 def test_pipelining_is_bounded_per_connection():
     from fairshared.daemon.httplimits import MAX_PIPELINED
 

@@ -9,6 +9,8 @@
   While a connection waits there, the one whose request has been arriving longest (else the one
   idle longest) is closed to give it a slot (httplimits.evictable): tricklers past the cap
   cannot keep the probes out;
+* ``GET``/``HEAD`` of ``/-/healthy`` and ``/-/ready`` go to a worker of their own
+  (httplimits.ProbeLane), never queued behind scrapes: the server runs ``threads`` + 1 workers;
 * ``channel_timeout``: a connection with nothing received and no request in progress for that
   long is closed (idle keep-alives and half-sent requests alike);
 * a client that does not read holds no worker thread: waitress's output high-water mark
@@ -39,7 +41,8 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
-from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_stalled, evictable
+from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_slow_requests, close_stalled,
+                         evictable)
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
@@ -100,6 +103,9 @@ class HttpServer:
         # the request deadline: waitress's own maintenance (every cleanup_interval, in the loop's
         # thread) closes idle connections; ours then closes the ones whose request is too slow
         self.server.channel_class = DeadlineChannel
+        # /-/healthy and /-/ready on a worker of their own, never queued behind other requests
+        self.lanes = ProbeLane(self.server.task_dispatcher)
+        self.server.add_task = self.lanes.add_task
         idle_check = self.server.maintenance
         self.pressure = pressure or Pressure()
 
@@ -174,5 +180,6 @@ class HttpServer:
             pass
         self._thread.join(timeout)
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+        self.lanes.shutdown(timeout)
         self.pressure.flush(force=True)
         self.pressure.uninstall()
