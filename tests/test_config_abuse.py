@@ -23,7 +23,8 @@ UNBOUNDED = [
     ("schedule", "period", "inf"), ("schedule", "period", "1e300"), ("schedule", "period", "nan"),
     ("schedule", "max_backoff", "inf"), ("push", "max_rate", "inf"), ("push", "max_rate", "1e300"),
     ("algorithm", "dampening", "inf"), ("source", "timeout", "nan"), ("http", "request_timeout", "inf"),
-    ("http", "min_interval", "nan"), ("http", "recompute_wait", "inf"),
+    ("http", "min_interval", "nan"), ("http", "recompute_wait", "inf"), ("http", "answer_timeout", "inf"),
+    ("http", "answer_timeout", "0"), ("http", "answer_timeout", "3601"),
 ]
 
 

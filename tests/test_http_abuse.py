@@ -646,13 +646,14 @@ def test_pressure_summarises_waitress_warnings_once_per_interval():
                                               "no longer accepting new connections")
         p.slow(3)
         p.stalled(2)
+        p.late(5)
         p.evict(4)
         now[0] += 5
         assert p.flush() is False and lines == []  # within the minute: counted, not said
         now[0] += 55
         assert p.flush() is True and lines == [("http under pressure", {
             "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "stalled_answers_closed": 2,
-            "closed_for_room": 4, "connection_limit_reached": 1, "seconds": 60.0})]
+            "late_answers_closed": 5, "closed_for_room": 4, "connection_limit_reached": 1, "seconds": 60.0})]
         assert p.flush() is False
         now[0] += 100
         queue.warning("Task queue depth is %d", 2)  # after a quiet spell: a new window
@@ -660,6 +661,8 @@ def test_pressure_summarises_waitress_warnings_once_per_interval():
         assert p.flush() is False
         assert p.flush(force=True) is True and lines[-1][1]["queued"] == 1 and len(lines) == 2  # at stop
         assert p.filter(logging.makeLogRecord({"msg": "something else"})) is True  # others pass
+        # the closes' totals since the start outlive the summaries (fairshared_http_connections_closed)
+        assert p.closed() == {"slow_request": 3, "stalled_answer": 2, "late_answer": 5, "room": 4}
     finally:
         p.uninstall()
 
@@ -748,7 +751,7 @@ def read_to_close(s: socket.socket, limit: int = 64 * 2**20) -> bool:
     return False
 
 
-def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12):
+def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12, answer_timeout: float = 30):
     from fairshared.daemon.http import Endpoints, make_app
     from fairshared.daemon.httpserver import HttpServer, bind
 
@@ -757,7 +760,7 @@ def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12):
                    health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
                    recompute=lambda: (200, {}))
     srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 128), max_connections=256, timeout=timeout,
-                     backlog=128, threads=threads)
+                     backlog=128, threads=threads, answer_timeout=answer_timeout)
     srv.start()
     return srv, len(big) + 4
 
@@ -842,6 +845,65 @@ def test_probes_have_a_worker_of_their_own():
         for s in scrapes:
             s.close()
         srv.stop(2)
+
+
+def test_a_slow_drip_reader_is_closed_at_the_answer_deadline():
+    """A client that reads a big answer slowly but steadily moves it often enough for close_stalled
+    (a connection whose answer makes no progress for http.timeout): 512 KB/s of a 32 MB answer,
+    with a 10 s http.timeout, was still open after 45 s with 15.7 MB pending (and would have been
+    for a minute more, 8 pipelined answers for 8 minutes), holding a slot and the body.  The answer
+    deadline closes it however steadily it reads, and only it: a reading client gets the same
+    answer whole, and the close is counted."""
+    srv, size = big_metrics_server(threads=2, timeout=10, body_mib=32, answer_timeout=3)
+    port = srv.address[1]
+    drip = socket.socket()
+    drip.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    try:
+        took, out = timed_read(port, "/metrics")  # a reader at loopback speed: whole, well in time
+        assert len(out.partition(b"\r\n\r\n")[2]) == size and took < 3
+        drip.connect(("127.0.0.1", port))
+        drip.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0, got, closed_at = time.monotonic(), 0, None
+        drip.settimeout(0.25)
+        while time.monotonic() - t0 < 12 and closed_at is None:
+            try:
+                got += len(drip.recv(128 * 1024))  # ~512 KB/s: moving, never stalled
+            except TimeoutError:
+                pass
+            time.sleep(0.25)
+            if srv.pressure.closed()["late_answer"]:
+                closed_at = time.monotonic() - t0
+        assert closed_at is not None, f"a slow reader still held its answer after 12 s ({got} bytes read)"
+        assert 3 <= closed_at < 6, closed_at  # the deadline, checked every second
+        assert 0 < got < size
+        assert srv.pressure.closed() == {"slow_request": 0, "stalled_answer": 0, "late_answer": 1, "room": 0}
+        assert len(srv.server.active_channels) == 0
+    finally:
+        drip.close()
+        srv.stop(2)
+
+
+def test_a_reload_changes_the_request_and_answer_deadlines_at_once(tmp_path):
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    path = write_config(tmp_path / "fs.toml", "[http]\nrequest_timeout = 5\nanswer_timeout = 30\n")
+    with gated_service({"http": {"request_timeout": 5, "answer_timeout": 30},
+                        "state": {"directory": str(tmp_path / "state")}}, str(path)) as svc:
+        svc.gate.set()
+        ep = Endpoints(render_metrics=lambda accept: (b"", "text/plain"), status=dict,
+                       health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+        hc = svc.config.http
+        svc.http = HttpServer(make_app(ep), bind("127.0.0.1:0", 8), max_connections=8, timeout=hc.timeout,
+                              request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout, backlog=8,
+                              threads=1)
+        try:
+            assert (svc.http.request_timeout, svc.http.answer_timeout) == (5, 30)
+            path.write_text("[http]\nrequest_timeout = 2\nanswer_timeout = 7.5\n")
+            svc.reload()
+            assert (svc.http.request_timeout, svc.http.answer_timeout) == (2, 7.5)
+        finally:
+            svc.http.socket.close()
 
 
 def test_pipelining_is_bounded_per_connection():

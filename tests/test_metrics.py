@@ -1121,7 +1121,31 @@ def test_readme_metrics_table_names_every_series_we_export():
     assoc.push_mode = "assoc_priority"
     m.publish(assoc)
     exported |= set(re.findall(r"^# TYPE (fairshared_\w+) ", m.render().decode(), re.M))
+    http = Metrics(version="1")  # the daemon's HTTP server's, from its start
+    http.watch_http(dict)
+    exported |= set(re.findall(r"^# TYPE (fairshared_\w+) ", http.render().decode(), re.M))
     assert documented == exported, (documented - exported, exported - documented)
+
+
+def test_the_http_servers_closes_are_counted_by_reason_at_every_scrape():
+    from fairshared.daemon.httplimits import CLOSE_REASONS, Pressure
+
+    pressure = Pressure(log=lambda *a, **kw: None)
+    for registry in (None, CollectorRegistry(auto_describe=False)):  # the runtime registry, or the caller's
+        m = Metrics(version="1", registry=registry)
+        m.watch_http(pressure.closed)
+        text = m.render().decode()
+        assert "# TYPE fairshared_http_connections_closed_total counter" in text
+        assert all(f'fairshared_http_connections_closed_total{{reason="{r}"}} 0.0' in text for r in CLOSE_REASONS)
+    pressure.late(2)
+    pressure.stalled(1)
+    pressure.flush(force=True)  # a summary line resets the interval's counts, not the totals
+    pressure.late(1)
+    for accept in ("text/plain", "application/openmetrics-text"):
+        text = b"".join(m.exposition(accept)[0]).decode()
+        assert 'fairshared_http_connections_closed_total{reason="late_answer"} 3.0' in text
+        assert 'fairshared_http_connections_closed_total{reason="stalled_answer"} 1.0' in text
+        assert 'fairshared_http_connections_closed_total{reason="room"} 0.0' in text
 
 
 @pytest.mark.parametrize("which,users,accounts", [("all", True, True), ("accounts", False, True),

@@ -164,12 +164,18 @@ class HttpConfig(_Strict):
     backlog: int = Field(128, ge=1, le=65535)
     """The listen backlog."""
     timeout: int = Field(10, ge=1, le=3600)
-    """Seconds a connection may be idle (nothing received, no request in progress) before it is closed;
-    also how long an answer may wait, not a byte of it read by the client, before its connection is."""
+    """Seconds a connection may go with nothing moving before it is closed: idle (nothing received, no
+    request in progress), or its answer not read at all.  One limit for both directions: a client
+    that reads, however slowly, is answer_timeout's."""
     request_timeout: float = Field(5.0, gt=0, le=600)
     """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
     body) from its first byte; a connection still sending after that is closed, however steadily
     it trickles (slowloris).  Checked every second; a reload changes it at once."""
+    answer_timeout: float = Field(30.0, gt=0, le=3600)
+    """Seconds an answer may take to be sent whole from its first byte; a connection still receiving
+    it after that is closed, however steadily the client reads (a slow drip of /metrics held its
+    connection and that cycle's body as long as it kept reading).  Checked every second; a reload
+    changes it at once."""
     recompute_wait: float = Field(300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
     max_waiting: int = Field(2, ge=0, le=64)

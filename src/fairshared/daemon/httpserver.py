@@ -19,6 +19,9 @@
   moved for ``timeout`` seconds is closed (httplimits.close_stalled), and at most
   httplimits.MAX_PIPELINED requests received in one go are served (the last with
   ``Connection: close``);
+* ``answer_timeout`` (httplimits.py): an answer not sent whole that long after its first byte was
+  queued is dropped and its connection closed, however steadily the client reads (a slow drip),
+  checked every second;
 * ``request_timeout`` (httplimits.py): a request not received whole that long after its first
   byte is closed however steadily it trickles (slowloris), checked every second;
 * waitress's per-request warnings under load (a queue for the workers, the connection limit) are
@@ -41,8 +44,8 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
-from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_slow_requests, close_stalled,
-                         evictable)
+from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_late_answers, close_slow_requests,
+                         close_stalled, evictable)
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
@@ -88,12 +91,14 @@ def connection_limit(wanted: int) -> int:
 
 class HttpServer:
     def __init__(self, app, sock: socket.socket, *, max_connections: int, timeout: int, backlog: int,
-                 threads: int, request_timeout: float = 5.0, pressure: Pressure | None = None):
+                 threads: int, request_timeout: float = 5.0, answer_timeout: float = 30.0,
+                 pressure: Pressure | None = None):
         self._map: dict = {}
         self._stop = threading.Event()
         self.socket = sock
         self.connection_limit = connection_limit(max_connections)
         self.request_timeout = request_timeout
+        self.answer_timeout = answer_timeout
         self.send_timeout = float(timeout)
         self.server = waitress.create_server(
             app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
@@ -114,6 +119,7 @@ class HttpServer:
             channels = self.server.active_channels.values()
             self.pressure.slow(close_slow_requests(channels, self.request_timeout))
             self.pressure.stalled(close_stalled(channels, self.send_timeout))
+            self.pressure.late(close_late_answers(channels, self.answer_timeout))
 
         self.server.maintenance = maintenance
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)

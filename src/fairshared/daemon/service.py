@@ -359,6 +359,7 @@ class Service:
         self.metrics.associations = new.metrics.associations
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
+            self.http.answer_timeout = new.http.answer_timeout
         if isinstance(source, AccountingUsage):
             self._accounting = source  # its job records are kept should usage.origin come back to accounting
         if isinstance(self.cluster_source, DemoSource):  # the demo: its slurm.conf follows push.mode
@@ -438,8 +439,9 @@ class Service:
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
-                               request_timeout=hc.request_timeout, backlog=hc.backlog,
-                               threads=hc.max_waiting + 2)
+                               request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout,
+                               backlog=hc.backlog, threads=hc.max_waiting + 2)
+        self.metrics.watch_http(self.http.pressure.closed)
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]

@@ -61,7 +61,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -441,6 +441,11 @@ class Metrics:
             runtime = runtime.removesuffix(b"# EOF\n")  # one document: a single # EOF, at the end
         return (runtime, self._render_view(self._view, encoder, ctype)), ctype
 
+    def watch_http(self, closed: Callable[[], Mapping[str, int]]) -> None:
+        """Export ``fairshared_http_connections_closed_total{reason}`` from ``closed()`` (the HTTP
+        server's closes since the start, by reason), read at every scrape with the runtime metrics."""
+        (self._runtime if self._runtime is not None else self.registry).register(_HttpClosed(closed))
+
     def negotiate(self, accept: str | None) -> tuple[bytes, str]:
         """:meth:`exposition` joined into one bytes object (a copy: for callers that want one)."""
         parts, ctype = self.exposition(accept)
@@ -645,6 +650,21 @@ class _Fixed:
 
     def collect(self):
         return self.families
+
+
+class _HttpClosed:
+    def __init__(self, closed: Callable[[], Mapping[str, int]]):
+        self.closed = closed
+
+    def collect(self):
+        c = CounterMetricFamily(f"{NS}_http_connections_closed", "HTTP connections the server closed, by "
+                                "reason: slow_request (not received whole within http.request_timeout), "
+                                "stalled_answer (its answer not moving for http.timeout), late_answer "
+                                "(not sent whole within http.answer_timeout), room (closed for a waiting "
+                                "connection at http.max_connections).", labels=["reason"])
+        for reason, n in self.closed().items():
+            c.add_metric([reason], n)
+        yield c
 
 
 class _Collector:
