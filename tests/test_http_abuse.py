@@ -921,6 +921,36 @@ def test_pipelining_is_bounded_per_connection():
         srv.stop(2)
 
 
+def test_one_turn_of_the_loop_accepts_every_waiting_connection():
+    """waitress accepts one connection per turn of its loop: 200 tricklers closed at their deadline
+    together reconnected together, the listen queue overflowed and the kernel dropped whichever SYN
+    came next -- a /-/healthy among them, retried by its client a second later (1.02 s probes in
+    http_load.py's slowloris phase).  One turn now takes all that wait, up to the connection limit."""
+    from waitress import wasyncore
+
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    ep = Endpoints(render_metrics=lambda accept: (b"", "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=40, timeout=30, backlog=64,
+                     threads=1)  # not started: the test turns the loop itself
+    port = srv.address[1]
+    waiting = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(30)]
+    try:
+        wasyncore.loop(timeout=1.0, map=srv._map, use_poll=True, count=1)
+        assert len(srv.server.active_channels) == 30
+        more = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+        waiting += more
+        wasyncore.loop(timeout=1.0, map=srv._map, use_poll=True, count=1)
+        # the limit counts every descriptor of the loop's map (the listener and waitress's trigger too)
+        assert len(srv._map) == srv.server.adj.connection_limit == 40
+    finally:
+        for s in waiting:
+            s.close()
+        srv.stop(2)
+
+
 def test_past_the_connection_cap_a_probe_takes_the_slot_of_the_oldest_trickler():
     """700 trickling connections past the 512 cap held /-/healthy in the backlog (p99 2.9 s): when a
     connection waits and every slot is taken, the one whose request has been arriving longest goes."""

@@ -4,6 +4,8 @@
   address that does not resolve or is not ours) is one line naming ``http.listen``;
 * waitress reads requests on one event loop (an idle connection costs a descriptor, not a
   thread) and runs the app on ``threads`` workers;
+* every connection waiting in the listen queue is accepted at once, not one per turn of the loop
+  (a burst of reconnecting tricklers overflowed the queue, and the kernel dropped a probe's SYN);
 * ``connection_limit``: past it waitress stops accepting, new connections wait in the listen
   backlog; it is capped at half the process's descriptor limit, so cycles always have some.
   While a connection waits there, the one whose request has been arriving longest (else the one
@@ -51,6 +53,7 @@ __all__ = ["HttpServer", "bind", "connection_limit"]
 
 MAX_HEADER_BYTES = 8192
 MAX_EVICT_PER_TURN = 64  # connections closed for room in one turn of the loop, at most
+MAX_ACCEPT_PER_TURN = 256  # connections accepted in one turn of the loop, at most (waitress: one)
 # waitress parks a worker thread while a connection's unsent output is above this: never, here.
 # What is queued are views of cached bytes (http.Parts) or small answers; close_stalled bounds how long.
 OUTBUF_NEVER_WAIT = 2**62
@@ -122,7 +125,23 @@ class HttpServer:
             self.pressure.late(close_late_answers(channels, self.answer_timeout))
 
         self.server.maintenance = maintenance
+        self._accept_one = self.server.handle_accept
+        self.server.handle_accept = self._accept_waiting
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
+
+    def _accept_waiting(self) -> None:
+        """Accept every connection waiting in the listen queue (up to the connection limit), not one
+        per turn of the loop as waitress does: 200 slowloris connections closed at their deadline
+        together reconnect together, and while a turn at a time took them the queue overflowed
+        and the kernel dropped the SYN of whoever came next, a /-/healthy among them, retried by
+        its client a second later (1.02 s probes in http_load.py's slowloris phase)."""
+        for _ in range(MAX_ACCEPT_PER_TURN):
+            if len(self._map) >= self.server.adj.connection_limit:
+                return
+            before = len(self._map)
+            self._accept_one()  # one accept(); nothing when none waits (or it failed, logged)
+            if len(self._map) == before:
+                return
 
     def _make_room(self) -> bool:
         """At the connection limit, with a connection waiting in the backlog, close the one that holds
@@ -171,7 +190,10 @@ class HttpServer:
             full = self._make_room()
             wasyncore.loop(timeout=0.05 if full else 1.0, map=self._map, use_poll=True, count=1)
             self.pressure.flush()
-        for d in list(self._map.values()):  # in the loop's own thread: no race with a handler
+        self._close_all()  # in the loop's own thread: no race with a handler
+
+    def _close_all(self) -> None:
+        for d in list(self._map.values()):
             try:
                 d.close()
             except OSError:
@@ -184,7 +206,10 @@ class HttpServer:
             self.server.pull_trigger()
         except OSError:
             pass
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        else:  # never started (a test that turns the loop itself): no other thread has the map
+            self._close_all()
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
         self.lanes.shutdown(timeout)
         self.pressure.flush(force=True)
