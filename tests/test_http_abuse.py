@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -949,6 +950,28 @@ def test_one_turn_of_the_loop_accepts_every_waiting_connection():
         for s in waiting:
             s.close()
         srv.stop(2)
+
+
+def test_the_default_backlog_holds_a_burst_of_reconnecting_tricklers():
+    """Past a full listen queue the kernel drops SYNs: a probe among them waits 1 s for its client to
+    send it again.  With the old default of 128 the 130th of 300 connections made while the server
+    took none timed out (0.5 s); the default holds them all (where net.core.somaxconn allows)."""
+    from fairshared.daemon.config import HttpConfig
+    from fairshared.daemon.httpserver import bind
+
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if somaxconn < 300:
+        pytest.skip(f"net.core.somaxconn is {somaxconn}: the kernel caps the backlog below 300")
+    listener = bind("127.0.0.1:0", HttpConfig().backlog)  # nobody accepts: the queue alone holds them
+    socks = []
+    try:
+        for _ in range(300):
+            socks.append(socket.create_connection(("127.0.0.1", listener.getsockname()[1]), timeout=0.5))
+        assert len(socks) == 300
+    finally:
+        for s in socks:
+            s.close()
+        listener.close()
 
 
 def test_past_the_connection_cap_a_probe_takes_the_slot_of_the_oldest_trickler():
