@@ -412,18 +412,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(errors)} errors  (bound < {args.max_healthy:g} s)  {'PASS' if ok_healthy else 'FAIL'}")
     print(f"  /metrics alongside: {len(scrapes)} scrapes, max {results['scrape_max_s']} s")
     print(f"stuck scrapers: {args.stuck} that send GET /metrics and never read, {args.hold:g} s")
-    print(f"  RSS growth over the warm-up's peak ({results['rss_warmup_peak_mb']} MB): {results['rss_growth_mb']} MB  "
-          f"(bound < {args.max_rss_growth:g} MB)  {'PASS' if ok_rss else 'FAIL'};  over the after-warm-up "
-          f"sample: {results['rss_growth_over_sample_mb']} MB;  /-/healthy meanwhile {results['healthy_after_stuck_s']} s")
+    print(f"  RSS growth over the warm-up's peak ({results['rss_warmup_peak_mb']} MB): "
+          f"{results['rss_growth_mb']} MB  (bound < {args.max_rss_growth:g} MB)  {'PASS' if ok_rss else 'FAIL'};  "
+          f"over the after-warm-up sample: {results['rss_growth_over_sample_mb']} MB;  /-/healthy meanwhile "
+          f"{results['healthy_after_stuck_s']} s")
     print(f"pipelining non-readers: {args.pipeliners} clients x 3 GET /metrics, never read, "
           f"{args.pipeline_hold:g} s ({closed} closed by the server, answer stalled)")
     print(f"  /-/healthy max {results['pipeline_healthy_max_s']} s, reading /metrics max "
           f"{results['pipeline_scrape_max_s']} s, {len(p_healthy)} of each  "
           f"(bound < {args.max_healthy:g} s)  "
           f"{'PASS' if ok_pipeline else 'FAIL'}")
-    print(f"slow-drip readers: {args.drippers} clients x 3 GET /metrics, {args.drip_bytes} bytes each every "
-          f"0.25 s, {args.drip_hold:g} s ({results['drip_mb_read']} MB read; {results['drippers_closed_late']} "
-          f"closed at the answer deadline, {results['drippers_ended']} saw the end of their stream)")
+    print(f"slow-drip readers: {args.drippers} clients x 3 GET /metrics, {args.drip_bytes} bytes each "
+          f"every 0.25 s, {args.drip_hold:g} s ({results['drip_mb_read']} MB read; "
+          f"{results['drippers_closed_late']} closed at the answer deadline, {results['drippers_ended']} saw "
+          f"the end of their stream)")
     print(f"  /-/healthy max {results['drip_healthy_max_s']} s, reading /metrics max "
           f"{results['drip_scrape_max_s']} s, {len(d_healthy)} of each  (bound < {args.max_healthy:g} s; "
           f"every dripper closed late)  {'PASS' if ok_drip else 'FAIL'}")

@@ -1127,7 +1127,7 @@ def test_readme_metrics_table_names_every_series_we_export():
     assert documented == exported, (documented - exported, exported - documented)
 
 
-def test_the_http_servers_closes_are_counted_by_reason_at_every_scrape():
+def test_the_http_servers_closes_are_counted_by_reason_and_read_at_most_once_a_second():
     from fairshared.daemon.httplimits import CLOSE_REASONS, Pressure
 
     pressure = Pressure(log=lambda *a, **kw: None)
@@ -1137,15 +1137,26 @@ def test_the_http_servers_closes_are_counted_by_reason_at_every_scrape():
         text = m.render().decode()
         assert "# TYPE fairshared_http_connections_closed_total counter" in text
         assert all(f'fairshared_http_connections_closed_total{{reason="{r}"}} 0.0' in text for r in CLOSE_REASONS)
+    m = Metrics(version="1")
+    m.watch_http(pressure.closed)
+    now = [100.0]
+    m._clock = lambda: now[0]
+    first = {a: m.exposition(a)[0][0] for a in ("text/plain", "application/openmetrics-text")}
     pressure.late(2)
     pressure.stalled(1)
     pressure.flush(force=True)  # a summary line resets the interval's counts, not the totals
     pressure.late(1)
+    now[0] += 0.9  # within a second: the same reading, not /proc again
+    for accept, runtime in first.items():
+        assert m.exposition(accept)[0][0] is runtime
+        assert 'fairshared_http_connections_closed_total{reason="late_answer"} 0.0' in runtime.decode()
+    now[0] += 0.2
     for accept in ("text/plain", "application/openmetrics-text"):
         text = b"".join(m.exposition(accept)[0]).decode()
         assert 'fairshared_http_connections_closed_total{reason="late_answer"} 3.0' in text
         assert 'fairshared_http_connections_closed_total{reason="stalled_answer"} 1.0' in text
         assert 'fairshared_http_connections_closed_total{reason="room"} 0.0' in text
+        assert text.count("# EOF") == (1 if "openmetrics" in accept else 0)
 
 
 @pytest.mark.parametrize("which,users,accounts", [("all", True, True), ("accounts", False, True),

@@ -77,6 +77,8 @@ from ..records import PushAction
 
 NS = "fairshared"
 
+RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
+
 # Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
@@ -284,6 +286,8 @@ class Metrics:
         self._render_locks = {CONTENT_TYPE_PLAIN_0_0_4: threading.Lock()}
         self.render_count = 0  # formattings of fairshared's series (not the runtime metrics)
         self._runtime: CollectorRegistry | None = None
+        self._runtime_cache: dict[str, tuple[float, bytes]] = {}  # content type -> (read at, exposition)
+        self._clock = time.monotonic
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
             self._runtime = CollectorRegistry(auto_describe=False)
@@ -430,20 +434,34 @@ class Metrics:
     def exposition(self, accept: str | None) -> tuple[tuple[bytes, ...], str]:
         """(body parts, content type) for an ``Accept`` header: prometheus-client's own negotiation,
         so a Prometheus that asks for OpenMetrics gets it.  The parts are the runtime metrics (small,
-        formatted per scrape) and fairshared's series: the cached bytes object itself, shared by
-        every scrape of the view (the HTTP server sends it without copying it).  Two formats are
+        read at most once a second: :meth:`_runtime_exposition`) and fairshared's series: the cached
+        bytes object itself, shared by every scrape of the view (the HTTP server sends it without
+        copying it).  Two formats are
         served, whatever the header: so a cycle is formatted at most twice (:func:`serving_format`)."""
         encoder, ctype = serving_format(accept)
         if self._runtime is None:
             return (encoder(self.registry),), ctype
+        parts = (self._runtime_exposition(encoder, ctype), self._render_view(self._view, encoder, ctype))
+        return parts, ctype
+
+    def _runtime_exposition(self, encoder, ctype: str) -> bytes:
+        """The runtime metrics (process, Python, HTTP closes) in one format, read at most once per
+        RUNTIME_TTL: each reading opens and reads /proc files, and under load every such call waits
+        for the interpreter again (a scrape of the cached series took 20-160 ms while a cycle and a
+        formatting ran, 46 of them queued 1.5 s behind each other); within a second the same bytes."""
+        now = self._clock()
+        cached = self._runtime_cache.get(ctype)
+        if cached is not None and 0 <= now - cached[0] < RUNTIME_TTL:
+            return cached[1]
         runtime = encoder(self._runtime)
         if ctype.startswith("application/openmetrics-text"):
             runtime = runtime.removesuffix(b"# EOF\n")  # one document: a single # EOF, at the end
-        return (runtime, self._render_view(self._view, encoder, ctype)), ctype
+        self._runtime_cache[ctype] = (now, runtime)  # two threads may both read: either is right
+        return runtime
 
     def watch_http(self, closed: Callable[[], Mapping[str, int]]) -> None:
         """Export ``fairshared_http_connections_closed_total{reason}`` from ``closed()`` (the HTTP
-        server's closes since the start, by reason), read at every scrape with the runtime metrics."""
+        server's closes since the start, by reason), read with the runtime metrics."""
         (self._runtime if self._runtime is not None else self.registry).register(_HttpClosed(closed))
 
     def negotiate(self, accept: str | None) -> tuple[bytes, str]:
