@@ -163,10 +163,8 @@ def gated_service(config: dict, path: str | None = None, wait: float = 30):
     """A demo Service in this process whose every pull waits on ``svc.gate`` (a threading.Event, up
     to ``wait`` seconds), with a real one-thread scheduler: no HTTP server, no signals.  The tests
     that need a cycle held mid-way (a reload, a burst of requests) set the gate when they are done."""
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-
     from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.scheduler import make_scheduler
     from fairshared.daemon.service import Service
 
     svc = Service(config_from_dict(config), path, demo=True)
@@ -178,7 +176,7 @@ def gated_service(config: dict, path: str | None = None, wait: float = 30):
         return real(*a, **kw)
 
     svc.runner.source.snapshot = slow
-    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
+    svc.scheduler = make_scheduler()  # the daemon's own
     svc.scheduler.start()
     svc.gate = gate
     try:

@@ -23,7 +23,8 @@ UNBOUNDED = [
     ("schedule", "period", "inf"), ("schedule", "period", "1e300"), ("schedule", "period", "nan"),
     ("schedule", "max_backoff", "inf"), ("push", "max_rate", "inf"), ("push", "max_rate", "1e300"),
     ("algorithm", "dampening", "inf"), ("source", "timeout", "nan"), ("http", "request_timeout", "inf"),
-    ("http", "min_interval", "nan"), ("http", "recompute_wait", "inf"),
+    ("http", "min_interval", "nan"), ("http", "recompute_wait", "inf"), ("http", "answer_timeout", "inf"),
+    ("http", "answer_timeout", "0"), ("http", "answer_timeout", "3601"),
 ]
 
 
@@ -169,6 +170,43 @@ def test_a_reload_runs_beside_the_main_loop_not_on_it(tmp_path):
         svc._reloader.join(5)
         svc._reload_if_asked()
         assert svc._reloader.is_alive() or not svc.reload_requested
+
+
+def test_a_stop_as_a_requested_cycle_falls_due_leaves_the_scheduler_thread_alive(monkeypatch):
+    """APScheduler marks itself stopped before it takes the job stores' lock, which its thread holds
+    while it submits the jobs that fell due; a one-shot job (the cycle a reload asks for) was then
+    removed from a stopped scheduler: JobLookupError, the scheduler's thread dead with a traceback
+    (seen after the reload tests above, whose service stops as the reload's cycle falls due)."""
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.base import STATE_STOPPED
+
+    from fairshared.daemon.scheduler import make_scheduler
+
+    died: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    submitting, release = threading.Event(), threading.Event()
+
+    class Held(ThreadPoolExecutor):  # holds the scheduler's thread inside its turn, the lock held
+        def submit_job(self, job, run_times):
+            submitting.set()
+            release.wait(10)
+            super().submit_job(job, run_times)
+
+    sched = make_scheduler(Held(1))
+    sched.start()
+    ran = threading.Event()
+    sched.add_job(ran.set)  # one-shot, due now: what Service._submit queues for a reload
+    assert submitting.wait(5)
+    stopper = threading.Thread(target=sched.shutdown, kwargs={"wait": False})
+    stopper.start()
+    deadline = time.monotonic() + 5
+    while sched.state != STATE_STOPPED and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sched.state == STATE_STOPPED
+    release.set()
+    stopper.join(10)
+    assert not stopper.is_alive() and died == [], died
+    assert ran.wait(5)  # submitted before the stop: it ran
 
 
 def test_a_fifo_as_the_token_file_is_refused_at_once(tmp_path):

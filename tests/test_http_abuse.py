@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -646,13 +647,14 @@ def test_pressure_summarises_waitress_warnings_once_per_interval():
                                               "no longer accepting new connections")
         p.slow(3)
         p.stalled(2)
+        p.late(5)
         p.evict(4)
         now[0] += 5
         assert p.flush() is False and lines == []  # within the minute: counted, not said
         now[0] += 55
         assert p.flush() is True and lines == [("http under pressure", {
             "queued": 15038, "max_queue_depth": 37, "slow_requests_closed": 3, "stalled_answers_closed": 2,
-            "closed_for_room": 4, "connection_limit_reached": 1, "seconds": 60.0})]
+            "late_answers_closed": 5, "closed_for_room": 4, "connection_limit_reached": 1, "seconds": 60.0})]
         assert p.flush() is False
         now[0] += 100
         queue.warning("Task queue depth is %d", 2)  # after a quiet spell: a new window
@@ -660,6 +662,8 @@ def test_pressure_summarises_waitress_warnings_once_per_interval():
         assert p.flush() is False
         assert p.flush(force=True) is True and lines[-1][1]["queued"] == 1 and len(lines) == 2  # at stop
         assert p.filter(logging.makeLogRecord({"msg": "something else"})) is True  # others pass
+        # the closes' totals since the start outlive the summaries (fairshared_http_connections_closed)
+        assert p.closed() == {"slow_request": 3, "stalled_answer": 2, "late_answer": 5, "room": 4}
     finally:
         p.uninstall()
 
@@ -748,7 +752,7 @@ def read_to_close(s: socket.socket, limit: int = 64 * 2**20) -> bool:
     return False
 
 
-def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12):
+def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12, answer_timeout: float = 30):
     from fairshared.daemon.http import Endpoints, make_app
     from fairshared.daemon.httpserver import HttpServer, bind
 
@@ -757,7 +761,7 @@ def big_metrics_server(threads: int = 4, timeout: int = 3, body_mib: int = 12):
                    health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"),
                    recompute=lambda: (200, {}))
     srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 128), max_connections=256, timeout=timeout,
-                     backlog=128, threads=threads)
+                     backlog=128, threads=threads, answer_timeout=answer_timeout)
     srv.start()
     return srv, len(big) + 4
 
@@ -789,6 +793,120 @@ def test_fifty_pipelining_clients_that_never_read_hold_no_request_thread():
         srv.stop(2)
 
 
+def read_until(s: socket.socket, end: bytes) -> bytes:
+    out = b""
+    while not out.endswith(end):
+        chunk = s.recv(4096)
+        assert chunk, out
+        out += chunk
+    return out
+
+
+def test_probes_have_a_worker_of_their_own():
+    """waitress serves requests first come, first served: ~150 pipelined scrapes ahead of a
+    /-/healthy held it 0.9 s in the queue (benchmarks/http_load.py, 50 clients x 3 GET /metrics
+    during a cycle).  Every worker held here, and a queue behind them: the probes still answer."""
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    gate, busy = threading.Event(), threading.Semaphore(0)
+
+    def held_metrics(accept):
+        busy.release()
+        gate.wait(20)
+        return b"m 1\n", "text/plain"
+
+    ep = Endpoints(render_metrics=held_metrics, status=dict, health=lambda: (True, "ok\n"),
+                   ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=64, timeout=30, backlog=64,
+                     threads=2)
+    srv.start()
+    port = srv.address[1]
+    scrapes = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(6)]
+    try:
+        for s in scrapes:
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert busy.acquire(timeout=5) and busy.acquire(timeout=5)  # both workers held, 4 queued
+        for path, body in (("/-/healthy", b"ok\n"), ("/-/ready", b"ready\n"), ("/-/healthy", b"ok\n")):
+            took, out = timed_get(port, path, timeout=10)
+            assert out.startswith(b"HTTP/1.1 200") and out.endswith(body), out[:80]
+            assert took < 0.5, f"{path} waited {took:.2f} s behind held scrapes"
+        head = raw(port, b"HEAD /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=2)
+        assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: 3" in head
+        # a probe pipelined before a scrape: the probe is answered at once, the scrape waits its turn
+        mixed = socket.create_connection(("127.0.0.1", port), timeout=10)
+        scrapes.append(mixed)
+        mixed.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_until(mixed, b"ok\n").startswith(b"HTTP/1.1 200")
+        gate.set()
+        for s in scrapes:  # every scrape answered once the workers are free
+            assert read_until(s, b"m 1\n").startswith(b"HTTP/1.1 200")
+    finally:
+        gate.set()
+        for s in scrapes:
+            s.close()
+        srv.stop(2)
+
+
+def test_a_slow_drip_reader_is_closed_at_the_answer_deadline():
+    """A client that reads a big answer slowly but steadily moves it often enough for close_stalled
+    (a connection whose answer makes no progress for http.timeout): 512 KB/s of a 32 MB answer,
+    with a 10 s http.timeout, was still open after 45 s with 15.7 MB pending (and would have been
+    for a minute more, 8 pipelined answers for 8 minutes), holding a slot and the body.  The answer
+    deadline closes it however steadily it reads, and only it: a reading client gets the same
+    answer whole, and the close is counted."""
+    srv, size = big_metrics_server(threads=2, timeout=10, body_mib=32, answer_timeout=3)
+    port = srv.address[1]
+    drip = socket.socket()
+    drip.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    try:
+        took, out = timed_read(port, "/metrics")  # a reader at loopback speed: whole, well in time
+        assert len(out.partition(b"\r\n\r\n")[2]) == size and took < 3
+        drip.connect(("127.0.0.1", port))
+        drip.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0, got, closed_at = time.monotonic(), 0, None
+        drip.settimeout(0.25)
+        while time.monotonic() - t0 < 12 and closed_at is None:
+            try:
+                got += len(drip.recv(128 * 1024))  # ~512 KB/s: moving, never stalled
+            except TimeoutError:
+                pass
+            time.sleep(0.25)
+            if srv.pressure.closed()["late_answer"]:
+                closed_at = time.monotonic() - t0
+        assert closed_at is not None, f"a slow reader still held its answer after 12 s ({got} bytes read)"
+        assert 3 <= closed_at < 6, closed_at  # the deadline, checked every second
+        assert 0 < got < size
+        assert srv.pressure.closed() == {"slow_request": 0, "stalled_answer": 0, "late_answer": 1, "room": 0}
+        assert len(srv.server.active_channels) == 0
+    finally:
+        drip.close()
+        srv.stop(2)
+
+
+def test_a_reload_changes_the_request_and_answer_deadlines_at_once(tmp_path):
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    path = write_config(tmp_path / "fs.toml", "[http]\nrequest_timeout = 5\nanswer_timeout = 30\n")
+    with gated_service({"http": {"request_timeout": 5, "answer_timeout": 30},
+                        "state": {"directory": str(tmp_path / "state")}}, str(path)) as svc:
+        svc.gate.set()
+        ep = Endpoints(render_metrics=lambda accept: (b"", "text/plain"), status=dict,
+                       health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+        hc = svc.config.http
+        svc.http = HttpServer(make_app(ep), bind("127.0.0.1:0", 8), max_connections=8, timeout=hc.timeout,
+                              request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout, backlog=8,
+                              threads=1)
+        try:
+            assert (svc.http.request_timeout, svc.http.answer_timeout) == (5, 30)
+            path.write_text("[http]\nrequest_timeout = 2\nanswer_timeout = 7.5\n")
+            svc.reload()
+            assert (svc.http.request_timeout, svc.http.answer_timeout) == (2, 7.5)
+        finally:
+            svc.http.socket.close()
+
+
 def test_pipelining_is_bounded_per_connection():
     from fairshared.daemon.httplimits import MAX_PIPELINED
 
@@ -802,6 +920,58 @@ def test_pipelining_is_bounded_per_connection():
         assert out.endswith(b"Connection: close\r\n\r\nok\n") or out.rstrip().endswith(b"ok")
     finally:
         srv.stop(2)
+
+
+def test_one_turn_of_the_loop_accepts_every_waiting_connection():
+    """waitress accepts one connection per turn of its loop: 200 tricklers closed at their deadline
+    together reconnected together, the listen queue overflowed and the kernel dropped whichever SYN
+    came next -- a /-/healthy among them, retried by its client a second later (1.02 s probes in
+    http_load.py's slowloris phase).  One turn now takes all that wait, up to the connection limit."""
+    from waitress import wasyncore
+
+    from fairshared.daemon.http import Endpoints, make_app
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    ep = Endpoints(render_metrics=lambda accept: (b"", "text/plain"), status=dict,
+                   health=lambda: (True, "ok\n"), ready=lambda: (True, "ready\n"), recompute=lambda: (200, {}))
+    srv = HttpServer(make_app(ep), bind("127.0.0.1:0", 64), max_connections=40, timeout=30, backlog=64,
+                     threads=1)  # not started: the test turns the loop itself
+    port = srv.address[1]
+    waiting = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(30)]
+    try:
+        wasyncore.loop(timeout=1.0, map=srv._map, use_poll=True, count=1)
+        assert len(srv.server.active_channels) == 30
+        more = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+        waiting += more
+        wasyncore.loop(timeout=1.0, map=srv._map, use_poll=True, count=1)
+        # the limit counts every descriptor of the loop's map (the listener and waitress's trigger too)
+        assert len(srv._map) == srv.server.adj.connection_limit == 40
+    finally:
+        for s in waiting:
+            s.close()
+        srv.stop(2)
+
+
+def test_the_default_backlog_holds_a_burst_of_reconnecting_tricklers():
+    """Past a full listen queue the kernel drops SYNs: a probe among them waits 1 s for its client to
+    send it again.  With the old default of 128 the 130th of 300 connections made while the server
+    took none timed out (0.5 s); the default holds them all (where net.core.somaxconn allows)."""
+    from fairshared.daemon.config import HttpConfig
+    from fairshared.daemon.httpserver import bind
+
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if somaxconn < 300:
+        pytest.skip(f"net.core.somaxconn is {somaxconn}: the kernel caps the backlog below 300")
+    listener = bind("127.0.0.1:0", HttpConfig().backlog)  # nobody accepts: the queue alone holds them
+    socks = []
+    try:
+        for _ in range(300):
+            socks.append(socket.create_connection(("127.0.0.1", listener.getsockname()[1]), timeout=0.5))
+        assert len(socks) == 300
+    finally:
+        for s in socks:
+            s.close()
+        listener.close()
 
 
 def test_past_the_connection_cap_a_probe_takes_the_slot_of_the_oldest_trickler():

@@ -115,10 +115,8 @@ def test_reload_during_a_cycle_returns_at_once_and_applies_from_the_next_cycle(g
 
 
 def test_on_demand_cycles_keep_the_minimum_interval(tmp_path):
-    from apscheduler.executors.pool import ThreadPoolExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-
     from fairshared.daemon.config import config_from_dict
+    from fairshared.daemon.scheduler import make_scheduler
     from fairshared.daemon.service import Service
 
     svc = Service(config_from_dict({"state": {"directory": str(tmp_path / "state")},
@@ -131,7 +129,7 @@ def test_on_demand_cycles_keep_the_minimum_interval(tmp_path):
         return real(reason)
 
     svc.runner.cycle = timed
-    svc.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)})
+    svc.scheduler = make_scheduler()  # the daemon's own
     svc.scheduler.start()
     try:
         for _ in range(4):  # four requests in a burst, then more while the delayed one waits

@@ -444,3 +444,21 @@ def test_the_last_cycles_snapshot_is_not_alive_during_the_next_pull(tmp_path):
     assert q.previous_alive == [False, False]
     status = r.status()  # what is kept still answers status and readiness
     assert status["cycle"] == 3 and status["outcome"] == "success" and r.last_good.number == 3
+
+
+def test_between_two_cycles_the_runner_holds_no_snapshot(tmp_path):
+    """The daemon returns what a cycle freed to the system once it ends (daemon/memory.py): the
+    runner's note of the cycle in progress held the whole of it (snapshot, result, priorities)
+    until the next cycle began, tens of MB at 50,000 jobs that could be neither freed nor returned."""
+    import gc
+    import weakref
+
+    q = Queue(jobs())
+    r = Runner(config_from_dict({"push": {"weight": 1000}}), q, q, None, tmp_path)
+    res = r.cycle()
+    assert res.snapshot is not None and res.result is not None and res.pushed == 2
+    snap, result = weakref.ref(res.snapshot), weakref.ref(res.result)
+    del res
+    gc.collect()
+    assert snap() is None and result() is None
+    assert r.status()["outcome"] == "success" and r.last_good.number == 1  # what is kept still answers

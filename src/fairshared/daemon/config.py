@@ -161,15 +161,25 @@ class HttpConfig(_Strict):
     of the connection whose request has been arriving longest, else idle longest.  An open
     connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
     hundred slow connections do not hold the probes and scrapes in the backlog."""
-    backlog: int = Field(128, ge=1, le=65535)
-    """The listen backlog."""
+    backlog: int = Field(1024, ge=1, le=65535)
+    """The listen backlog: connections the kernel completes while the server has not yet taken them
+    (the kernel caps it at net.core.somaxconn: 4096 since Linux 5.4, 128 before).  With 128, the 200
+    slowloris connections of benchmarks/http_load.py, closed at their deadline together and
+    reconnecting together, overflowed it whenever the server's loop was held a moment, and the
+    kernel dropped whichever SYN came next: a probe among them was retried by its client 1 s later."""
     timeout: int = Field(10, ge=1, le=3600)
-    """Seconds a connection may be idle (nothing received, no request in progress) before it is closed;
-    also how long an answer may wait, not a byte of it read by the client, before its connection is."""
+    """Seconds a connection may go with nothing moving before it is closed: idle (nothing received, no
+    request in progress), or its answer not read at all.  One limit for both directions: a client
+    that reads, however slowly, is answer_timeout's."""
     request_timeout: float = Field(5.0, gt=0, le=600)
     """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
     body) from its first byte; a connection still sending after that is closed, however steadily
     it trickles (slowloris).  Checked every second; a reload changes it at once."""
+    answer_timeout: float = Field(30.0, gt=0, le=3600)
+    """Seconds an answer may take to be sent whole from its first byte; a connection still receiving
+    it after that is closed, however steadily the client reads (a slow drip of /metrics held its
+    connection and that cycle's body as long as it kept reading).  Checked every second; a reload
+    changes it at once."""
     recompute_wait: float = Field(300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
     max_waiting: int = Field(2, ge=0, le=64)

@@ -4,11 +4,15 @@
   address that does not resolve or is not ours) is one line naming ``http.listen``;
 * waitress reads requests on one event loop (an idle connection costs a descriptor, not a
   thread) and runs the app on ``threads`` workers;
+* every connection waiting in the listen queue is accepted at once, not one per turn of the loop
+  (a burst of reconnecting tricklers overflowed the queue, and the kernel dropped a probe's SYN);
 * ``connection_limit``: past it waitress stops accepting, new connections wait in the listen
   backlog; it is capped at half the process's descriptor limit, so cycles always have some.
   While a connection waits there, the one whose request has been arriving longest (else the one
   idle longest) is closed to give it a slot (httplimits.evictable): tricklers past the cap
   cannot keep the probes out;
+* ``GET``/``HEAD`` of ``/-/healthy`` and ``/-/ready`` go to a worker of their own
+  (httplimits.ProbeLane), never queued behind scrapes: the server runs ``threads`` + 1 workers;
 * ``channel_timeout``: a connection with nothing received and no request in progress for that
   long is closed (idle keep-alives and half-sent requests alike);
 * a client that does not read holds no worker thread: waitress's output high-water mark
@@ -17,6 +21,9 @@
   moved for ``timeout`` seconds is closed (httplimits.close_stalled), and at most
   httplimits.MAX_PIPELINED requests received in one go are served (the last with
   ``Connection: close``);
+* ``answer_timeout`` (httplimits.py): an answer not sent whole that long after its first byte was
+  queued is dropped and its connection closed, however steadily the client reads (a slow drip),
+  checked every second;
 * ``request_timeout`` (httplimits.py): a request not received whole that long after its first
   byte is closed however steadily it trickles (slowloris), checked every second;
 * waitress's per-request warnings under load (a queue for the workers, the connection limit) are
@@ -39,12 +46,14 @@ from waitress import wasyncore
 
 from ..model import InputError
 from .config import parse_listen
-from .httplimits import DeadlineChannel, Pressure, close_slow_requests, close_stalled, evictable
+from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_late_answers, close_slow_requests,
+                         close_stalled, evictable)
 
 __all__ = ["HttpServer", "bind", "connection_limit"]
 
 MAX_HEADER_BYTES = 8192
 MAX_EVICT_PER_TURN = 64  # connections closed for room in one turn of the loop, at most
+MAX_ACCEPT_PER_TURN = 256  # connections accepted in one turn of the loop, at most (waitress: one)
 # waitress parks a worker thread while a connection's unsent output is above this: never, here.
 # What is queued are views of cached bytes (http.Parts) or small answers; close_stalled bounds how long.
 OUTBUF_NEVER_WAIT = 2**62
@@ -85,12 +94,14 @@ def connection_limit(wanted: int) -> int:
 
 class HttpServer:
     def __init__(self, app, sock: socket.socket, *, max_connections: int, timeout: int, backlog: int,
-                 threads: int, request_timeout: float = 5.0, pressure: Pressure | None = None):
+                 threads: int, request_timeout: float = 5.0, answer_timeout: float = 30.0,
+                 pressure: Pressure | None = None):
         self._map: dict = {}
         self._stop = threading.Event()
         self.socket = sock
         self.connection_limit = connection_limit(max_connections)
         self.request_timeout = request_timeout
+        self.answer_timeout = answer_timeout
         self.send_timeout = float(timeout)
         self.server = waitress.create_server(
             app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
@@ -100,6 +111,9 @@ class HttpServer:
         # the request deadline: waitress's own maintenance (every cleanup_interval, in the loop's
         # thread) closes idle connections; ours then closes the ones whose request is too slow
         self.server.channel_class = DeadlineChannel
+        # /-/healthy and /-/ready on a worker of their own, never queued behind other requests
+        self.lanes = ProbeLane(self.server.task_dispatcher)
+        self.server.add_task = self.lanes.add_task
         idle_check = self.server.maintenance
         self.pressure = pressure or Pressure()
 
@@ -108,9 +122,26 @@ class HttpServer:
             channels = self.server.active_channels.values()
             self.pressure.slow(close_slow_requests(channels, self.request_timeout))
             self.pressure.stalled(close_stalled(channels, self.send_timeout))
+            self.pressure.late(close_late_answers(channels, self.answer_timeout))
 
         self.server.maintenance = maintenance
+        self._accept_one = self.server.handle_accept
+        self.server.handle_accept = self._accept_waiting
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
+
+    def _accept_waiting(self) -> None:
+        """Accept every connection waiting in the listen queue (up to the connection limit), not one
+        per turn of the loop as waitress does: 200 slowloris connections closed at their deadline
+        together reconnect together, and while a turn at a time took them the queue overflowed
+        and the kernel dropped the SYN of whoever came next, a /-/healthy among them, retried by
+        its client a second later (1.02 s probes in http_load.py's slowloris phase)."""
+        for _ in range(MAX_ACCEPT_PER_TURN):
+            if len(self._map) >= self.server.adj.connection_limit:
+                return
+            before = len(self._map)
+            self._accept_one()  # one accept(); nothing when none waits (or it failed, logged)
+            if len(self._map) == before:
+                return
 
     def _make_room(self) -> bool:
         """At the connection limit, with a connection waiting in the backlog, close the one that holds
@@ -159,7 +190,10 @@ class HttpServer:
             full = self._make_room()
             wasyncore.loop(timeout=0.05 if full else 1.0, map=self._map, use_poll=True, count=1)
             self.pressure.flush()
-        for d in list(self._map.values()):  # in the loop's own thread: no race with a handler
+        self._close_all()  # in the loop's own thread: no race with a handler
+
+    def _close_all(self) -> None:
+        for d in list(self._map.values()):
             try:
                 d.close()
             except OSError:
@@ -172,7 +206,11 @@ class HttpServer:
             self.server.pull_trigger()
         except OSError:
             pass
-        self._thread.join(timeout)
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        else:  # never started (a test that turns the loop itself): no other thread has the map
+            self._close_all()
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+        self.lanes.shutdown(timeout)
         self.pressure.flush(force=True)
         self.pressure.uninstall()

@@ -129,6 +129,7 @@ class Runner:
         self.number = 0
         self.last: CycleResult | None = None
         self.last_good: CycleResult | None = None
+        self._current: CycleResult | None = None  # the cycle in progress, whole (see _raised)
         self.failures = 0
         self.cluster_settings: ClusterSettings | None = None
         self.state_dir = Path(state_dir) if state_dir else None
@@ -230,6 +231,8 @@ class Runner:
                 res = self._cycle(reason)
             except Exception as exc:  # a bug, or a value nothing checked: a failed cycle like any other
                 res = self._raised(exc)
+            finally:
+                self._current = None  # kept, it held the whole cycle (snapshot and all) until the next
             t0 = time.monotonic()
             if self.metrics is not None:
                 try:
@@ -405,7 +408,7 @@ class Runner:
     def _raised(self, exc: Exception) -> CycleResult:
         """The cycle whose stage raised ``exc``: failed at that stage, logged with the traceback.  A push
         that raised leaves the push state as a restart would find it (its write-ahead, on disk)."""
-        res = getattr(self, "_current", None)
+        res = self._current
         if res is None or res.number != self.number:
             res = CycleResult(number=self.number, started=time.time(), source=self.source.name,
                               push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)

@@ -31,8 +31,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
-from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from .. import __version__
 from ..logs import configure, get_logger
@@ -42,13 +40,14 @@ from ..sinks.base import AssocWriter, JobUpdater
 from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
 from ..sources.demo import DemoSource
-from . import sdnotify, statefiles
+from . import memory, sdnotify, statefiles
 from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
                      resolve_token, with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
 from .runner import Runner, period_for
+from .scheduler import Scheduler, make_scheduler
 
 CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
 
@@ -191,7 +190,7 @@ class Service:
         self.cycle_requested = 0
         self.stopping = threading.Event()
         self.abandoned = False
-        self.scheduler: BackgroundScheduler | None = None
+        self.scheduler: Scheduler | None = None
         self.http: HttpServer | None = None
         self.period: float | None = None
         self.requests = CycleRequests(self._submit, config.http.max_waiting)
@@ -212,12 +211,17 @@ class Service:
         # returns nothing: APScheduler would hand the cycle's whole result (snapshot and all) to its events
         if self.stopping.is_set():
             return  # a cycle queued before SIGTERM is dropped
+        with memory.collector_paused():  # no full collections over the cycle's objects: memory.py
+            self._cycle(reason)
+        memory.release_free_memory()  # what the cycle freed (its result is garbage by now): memory.py
+        self._reschedule()
+
+    def _cycle(self, reason: str) -> None:
         res = self.runner.cycle(reason)
         if res.algorithm and self.metrics is not None:
             self._set_info()
         sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
                         + (" (dry run)" if res.dry_run else ""))
-        self._reschedule()
 
     def _reschedule(self) -> None:
         """Keep the timer at the cluster's period; after failures, back off."""
@@ -355,6 +359,7 @@ class Service:
         self.metrics.associations = new.metrics.associations
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
+            self.http.answer_timeout = new.http.answer_timeout
         if isinstance(source, AccountingUsage):
             self._accounting = source  # its job records are kept should usage.origin come back to accounting
         if isinstance(self.cluster_source, DemoSource):  # the demo: its slurm.conf follows push.mode
@@ -434,13 +439,13 @@ class Service:
                                  health=self.health, ready=self.ready, recompute=self.http_recompute,
                                  auth=self.auth))
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
-                               request_timeout=hc.request_timeout, backlog=hc.backlog,
-                               threads=hc.max_waiting + 2)
+                               request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout,
+                               backlog=hc.backlog, threads=hc.max_waiting + 2)
+        self.metrics.watch_http(self.http.pressure.closed)
         self.http.start()
         self._say_demo()  # after every start-up check: a failure stays one line on stderr
         host, port = self.http.address[:2]
-        self.scheduler = BackgroundScheduler(executors={"default": ThreadPoolExecutor(1)},
-                                             job_defaults={"coalesce": True, "max_instances": 1})
+        self.scheduler = make_scheduler()
         self.scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
         self.period = period_for(self.config, None) if self.config.schedule.period else 300.0
         self.scheduler.add_job(self._run_cycle, "interval", seconds=self.period, id="cycle",

@@ -61,7 +61,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -76,6 +76,8 @@ from ..logs import get_logger
 from ..records import PushAction
 
 NS = "fairshared"
+
+RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
 
 # Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -230,8 +232,9 @@ def association_samples(result, which: str = "all"
 PRIORITY_FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice")
 
 
-def priority_samples(priorities, pending: set[int]):
-    """Per job and partition: (job_id, labels, total, ((factor, points), ...)) of still-pending jobs.
+def priority_samples(priorities, job_ids: set[int]):
+    """Per job and partition: (job_id, labels, total, ((factor, points), ...)) of the jobs in
+    ``job_ids`` (the pending jobs within the metrics.per_job cap), by job id and partition.
 
     Points are the weighted factors as slurmctld sums them (sprio -l prints them rounded); ``tres``
     is the sum over the weighted TRES, ``site`` the SiteFactor, ``nice`` the nice (subtracted).
@@ -239,7 +242,7 @@ def priority_samples(priorities, pending: set[int]):
     out = []
     for f in priorities:
         j = f.job
-        if j.job_id not in pending:
+        if j.job_id not in job_ids:
             continue
         points = {**f.weighted, "tres": float(sum(f.tres_weighted.values())), "site": float(f.site),
                   "nice": float(f.nice)}
@@ -283,6 +286,8 @@ class Metrics:
         self._render_locks = {CONTENT_TYPE_PLAIN_0_0_4: threading.Lock()}
         self.render_count = 0  # formattings of fairshared's series (not the runtime metrics)
         self._runtime: CollectorRegistry | None = None
+        self._runtime_cache: dict[str, tuple[float, bytes]] = {}  # content type -> (read at, exposition)
+        self._clock = time.monotonic
         if registry is None:
             registry = CollectorRegistry(auto_describe=False)
             self._runtime = CollectorRegistry(auto_describe=False)
@@ -347,13 +352,18 @@ class Metrics:
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
                 on = self.per_job is not False
+                pending_ids = {j.job_id for j in pending}
                 jobs = self._jobs(old, cycle, pending) if on else ()
-                prios = priority_samples(cycle.priorities, {j.job_id for j in pending}) if on else ()
                 cap = None if self.per_job is True or self.per_job is False else int(self.per_job)
-                # the cap counts jobs, whichever per-job series they have: the lowest ids keep theirs
-                ids = sorted({a.job_id for a in jobs} | {p[0] for p in prios})
+                # the cap counts jobs, whichever per-job series they have: the lowest ids keep theirs.
+                # It is applied before the priority samples are built: building them for every
+                # pending job to keep 5000 took 43 MB of the cycle's peak at 50k jobs (tracemalloc)
+                prio_ids = {f.job.job_id for f in cycle.priorities} & pending_ids if on else set()
+                ids = sorted({a.job_id for a in jobs} | prio_ids)
                 keep = set(ids[:cap] if cap is not None else ids)
                 dropped = len(ids) - len(keep)
+                wanted = prio_ids if cap is None else prio_ids & keep
+                prios = priority_samples(cycle.priorities, wanted) if on else ()
                 by_user: dict[tuple[str, str], int] = {}
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
@@ -365,7 +375,7 @@ class Metrics:
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
                     jobs=tuple(a for a in jobs if a.job_id in keep),
-                    priorities=tuple(p for p in prios if p[0] in keep),
+                    priorities=prios,
                     jobs_dropped=dropped,
                     pending_by_user=tuple(sorted(by_user.items())),
                 )
@@ -424,16 +434,35 @@ class Metrics:
     def exposition(self, accept: str | None) -> tuple[tuple[bytes, ...], str]:
         """(body parts, content type) for an ``Accept`` header: prometheus-client's own negotiation,
         so a Prometheus that asks for OpenMetrics gets it.  The parts are the runtime metrics (small,
-        formatted per scrape) and fairshared's series: the cached bytes object itself, shared by
-        every scrape of the view (the HTTP server sends it without copying it).  Two formats are
+        read at most once a second: :meth:`_runtime_exposition`) and fairshared's series: the cached
+        bytes object itself, shared by every scrape of the view (the HTTP server sends it without
+        copying it).  Two formats are
         served, whatever the header: so a cycle is formatted at most twice (:func:`serving_format`)."""
         encoder, ctype = serving_format(accept)
         if self._runtime is None:
             return (encoder(self.registry),), ctype
+        parts = (self._runtime_exposition(encoder, ctype), self._render_view(self._view, encoder, ctype))
+        return parts, ctype
+
+    def _runtime_exposition(self, encoder, ctype: str) -> bytes:
+        """The runtime metrics (process, Python, HTTP closes) in one format, read at most once per
+        RUNTIME_TTL: each reading opens and reads /proc files, and under load every such call waits
+        for the interpreter again (a scrape of the cached series took 20-160 ms while a cycle and a
+        formatting ran, 46 of them queued 1.5 s behind each other); within a second the same bytes."""
+        now = self._clock()
+        cached = self._runtime_cache.get(ctype)
+        if cached is not None and 0 <= now - cached[0] < RUNTIME_TTL:
+            return cached[1]
         runtime = encoder(self._runtime)
         if ctype.startswith("application/openmetrics-text"):
             runtime = runtime.removesuffix(b"# EOF\n")  # one document: a single # EOF, at the end
-        return (runtime, self._render_view(self._view, encoder, ctype)), ctype
+        self._runtime_cache[ctype] = (now, runtime)  # two threads may both read: either is right
+        return runtime
+
+    def watch_http(self, closed: Callable[[], Mapping[str, int]]) -> None:
+        """Export ``fairshared_http_connections_closed_total{reason}`` from ``closed()`` (the HTTP
+        server's closes since the start, by reason), read with the runtime metrics."""
+        (self._runtime if self._runtime is not None else self.registry).register(_HttpClosed(closed))
 
     def negotiate(self, accept: str | None) -> tuple[bytes, str]:
         """:meth:`exposition` joined into one bytes object (a copy: for callers that want one)."""
@@ -639,6 +668,21 @@ class _Fixed:
 
     def collect(self):
         return self.families
+
+
+class _HttpClosed:
+    def __init__(self, closed: Callable[[], Mapping[str, int]]):
+        self.closed = closed
+
+    def collect(self):
+        c = CounterMetricFamily(f"{NS}_http_connections_closed", "HTTP connections the server closed, by "
+                                "reason: slow_request (not received whole within http.request_timeout), "
+                                "stalled_answer (its answer not moving for http.timeout), late_answer "
+                                "(not sent whole within http.answer_timeout), room (closed for a waiting "
+                                "connection at http.max_connections).", labels=["reason"])
+        for reason, n in self.closed().items():
+            c.add_metric([reason], n)
+        yield c
 
 
 class _Collector:
