@@ -904,7 +904,7 @@ def test_a_reload_changes_the_request_and_answer_deadlines_at_once(tmp_path):
             svc.reload()
             assert (svc.http.request_timeout, svc.http.answer_timeout) == (2, 7.5)
         finally:
-            svc.http.socket.close()
+            svc.http.stop(1)  # never started: its worker threads would outlive the test
 
 
 def test_pipelining_is_bounded_per_connection():

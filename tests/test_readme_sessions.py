@@ -8,13 +8,22 @@ A session is a line ``$ fairshared ARGS`` inside a fenced block, and the lines a
 
 A session that reads a live Slurm (no offline source on its command line) cannot come from here: it
 must be listed in :data:`LIVE`, with the live test that prints it, or this test fails.
+
+A session's output is what the command writes from its own thread: ``sys.stdout`` is the whole
+process's, and any other thread of the test run writing there meanwhile (structlog's default
+logger writes to stdout: a daemon test's cycle still ending in its scheduler's worker, later
+under load) would have been taken for the session's output.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shlex
+import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,13 +73,39 @@ def offline(command: str) -> bool:
     return any(opt in shlex.split(command) for opt in OFFLINE)
 
 
-def output_of(command: str, capsys) -> str:
+class ThreadStdout(io.TextIOBase):
+    """``sys.stdout`` that keeps what one thread writes and passes every other thread's on."""
+
+    def __init__(self, other):
+        super().__init__()
+        self.other, self.thread, self.kept = other, threading.get_ident(), io.StringIO()
+
+    def _target(self):
+        return self.kept if threading.get_ident() == self.thread else self.other
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:  # each thread its own stream: a text stream is not for two threads at once
+        self._target().flush()
+
+
+@contextmanager
+def this_threads_stdout():
+    out = ThreadStdout(sys.stdout)
+    sys.stdout = out
+    try:
+        yield out.kept
+    finally:
+        sys.stdout = out.other
+
+
+def output_of(command: str) -> str:
     argv = shlex.split(command)[1:]
-    capsys.readouterr()
-    code = main(argv)
-    out = capsys.readouterr().out
+    with this_threads_stdout() as kept:
+        code = main(argv)
     assert code == 0, f"{command}: exit {code}"
-    return out
+    return kept.getvalue()
 
 
 SESSIONS = sessions(README.read_text().splitlines())
@@ -86,12 +121,32 @@ def test_the_readme_has_sessions_and_each_is_run_here_or_by_a_live_test():
 
 
 @pytest.mark.parametrize("session", [s for s in SESSIONS if offline(s.command)], ids=lambda s: s.command)
-def test_a_readme_session_is_what_the_code_prints(session, capsys):
-    got = output_of(session.command, capsys)
+def test_a_readme_session_is_what_the_code_prints(session):
+    got = output_of(session.command)
     if os.environ.get("FAIRSHARED_WRITE_README") == "1":
         _rewrite(session, got)
         return
     assert got == session.expected, f"README.md is stale for `{session.command}` (FAIRSHARED_WRITE_README=1)"
+
+
+def test_another_thread_writing_to_stdout_meanwhile_is_not_the_sessions_output():
+    session = next(s for s in SESSIONS if offline(s.command))
+    stop, wrote = threading.Event(), threading.Event()
+
+    def chatter():
+        while not stop.wait(0.001):
+            print("a cycle logged by another test's leftover thread")
+            wrote.set()
+
+    t = threading.Thread(target=chatter, daemon=True)
+    t.start()
+    try:
+        assert wrote.wait(5)
+        got = output_of(session.command)
+    finally:
+        stop.set()
+        t.join(5)
+    assert got == session.expected
 
 
 def _rewrite(session: Session, got: str) -> None:
