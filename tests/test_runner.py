@@ -462,3 +462,20 @@ def test_between_two_cycles_the_runner_holds_no_snapshot(tmp_path):
     gc.collect()
     assert snap() is None and result() is None
     assert r.status()["outcome"] == "success" and r.last_good.number == 1  # what is kept still answers
+
+
+def test_publishers_get_the_whole_cycle_and_a_failing_one_fails_nothing(tmp_path):
+    class Broken:
+        def publish(self, cycle):
+            raise RuntimeError("disk on fire")
+
+    q = Queue(jobs())
+    seen = Recorder()
+    cfg = config_from_dict({"push": {"weight": 1000}})
+    r = Runner(cfg, q, q, Recorder(), tmp_path, publishers=(Broken(), seen))
+    res = r.cycle()
+    assert res.outcome == "success" and res.pushed == 2  # the broken sink did not fail the cycle
+    got = seen.cycles[0]
+    assert got.snapshot is not None and got.result is not None  # whole, before kept() drops them
+    assert sorted(u for u in got.result.tree.user if u) == ["busy", "idle"]
+    assert r.last.snapshot is None  # what the runner keeps is still the small record

@@ -118,12 +118,17 @@ class Runner:
     source): the runner only asks it for a snapshot."""
 
     def __init__(self, config: Config, source: Source, updater: JobUpdater, metrics=None,
-                 state_dir: str | Path | None = None, assoc_writer: AssocWriter | None = None):
+                 state_dir: str | Path | None = None, assoc_writer: AssocWriter | None = None,
+                 publishers: tuple = ()):
         self.config = config
         self.source = source
         self.updater = updater
         self.assoc_writer = assoc_writer  # association Priority (push mode assoc_priority, the way back)
         self.metrics = metrics
+        # more sinks of a finished cycle, after the metrics: each has ``publish(res)`` and gets the
+        # whole CycleResult (snapshot and result included) once per cycle, failed ones too; a sink's
+        # exception is logged and never fails the cycle (the API's view, the history)
+        self.publishers = tuple(publishers)
         self.log = get_logger()
         self.lock = threading.Lock()
         self.number = 0
@@ -239,6 +244,11 @@ class Runner:
                     self.metrics.publish(res)
                 except Exception as exc:  # a metrics bug must not stop the daemon
                     self.log.error("publishing metrics failed", error=repr(exc))
+            for sink in self.publishers:
+                try:
+                    sink.publish(res)
+                except Exception as exc:  # as for the metrics: logged, the cycle stands
+                    self.log.error("publishing failed", sink=type(sink).__name__, error=repr(exc))
             res.seconds["publish"] = time.monotonic() - t0
             self.failures = 0 if res.ok else self.failures + 1
             self._log(res, reason)
