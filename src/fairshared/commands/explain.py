@@ -22,6 +22,7 @@ from ..priority import (
     listed_by_sprio,
     ordered_partitions,
 )
+from . import count
 from .common import (
     add_at,
     add_source,
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
     e.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
     add_at(e)
-    e.add_argument("--neighbours", type=int, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
+    e.add_argument("--neighbours", type=count, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
     add_vs_arguments(e)
     e.set_defaults(func=cmd_explain)
 
@@ -273,8 +274,12 @@ def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, 
         for e in reversed(ahead):
             lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
                          f"{e.priority - me.priority:+,} — {why(e, me)}")
-    else:
+    elif pos == 0:
         lines.append("Nothing is ahead of it in this partition.")
+    # with --neighbours 0 the jobs around it are counted, not listed (never "nothing is ahead")
+    hidden_ahead, hidden_behind = pos - len(ahead), len(same) - pos - 1 - len(behind)
+    if hidden_ahead or hidden_behind:
+        lines.append(f"Not listed (--neighbours {n}): {hidden_ahead} more ahead, {hidden_behind} more behind.")
     if behind:
         lines.append("Just behind it:")
         for e in behind:

@@ -13,6 +13,7 @@ See deploy/fairshared.toml for a commented example.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import os
 import stat
 import tomllib
@@ -62,6 +63,15 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
+        return False
+
+
+def resolves(host: str) -> bool:
+    """Whether ``host`` (a name or an address) resolves, asked only to word an error (a listen
+    address that is no address is not "not loopback")."""
+    try:
+        return bool(socket.getaddrinfo(host, None))
+    except (OSError, UnicodeError):
         return False
 
 
@@ -203,6 +213,8 @@ class HttpConfig(_Strict):
             raise ValueError("set token or token_file, not both")
         host, _ = parse_listen(self.listen)
         if not (self.token or self.token_file or self.allow_unauthenticated or is_loopback(host)):
+            if not resolves(host):
+                raise ValueError(f"listen {self.listen!r}: {host!r} does not resolve to an address")
             raise ValueError(f"listen {self.listen!r} is not loopback: set token_file (or token), "
                              f"or allow_unauthenticated = true")
         return self
@@ -257,6 +269,13 @@ class StateConfig(_Strict):
     fails is logged, counted (``audit_records_lost`` in /-/status) and never fails the cycle, and
     leaves no partial line; put it outside ``directory`` to keep it when
     that disk is full."""
+
+    @field_validator("directory", "pid_file", "audit_log")
+    @classmethod
+    def _not_empty(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():  # "" used to mean the current directory, silently
+            raise ValueError("an empty path: leave the key out for the default")
+        return v
 
 
 class Config(_Strict):

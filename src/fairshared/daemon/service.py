@@ -513,7 +513,7 @@ def command_line_overrides(dry_run=None, period=None, listen=None) -> dict[str, 
         over["push"] = {"dry_run": True}
     if period:
         over["schedule"] = {"period": period}
-    if listen:  # validated like the file's key (address, and a token off loopback)
+    if listen is not None:  # validated like the file's key (address, a token off loopback); '' is refused there
         over["http"] = {"listen": listen}
     return over
 
