@@ -182,3 +182,32 @@ def test_no_slurm_conf_anywhere_fails_in_seconds_naming_it(tmp_path, monkeypatch
     assert no_slurm_conf("scontrol", {**env, "SLURM_CONF": "/x"}) is None
     os.unlink(tmp_path / "opt" / "etc" / "slurm.conf")
     assert no_slurm_conf("nosuchcommand", env) is None  # "command not found" is the better message
+
+
+def test_a_daemon_run_as_another_user_works_from_a_clone_it_cannot_enter(tmp_path):
+    """The live tests run the daemon as a non-root Slurm operator (test_rate_limit_slurm.py): from a
+    clone in root's home (0700) that user could not import fairshared.  daemon_proc then runs it from
+    a copy every user can read."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from daemon_proc import as_user_argv_env, others_can_read, readable_copy
+
+    closed = tmp_path / "home"
+    (closed / "clone").mkdir(parents=True)
+    closed.chmod(0o700)
+    assert not others_can_read(closed / "clone")
+    assert others_can_read(Path("/usr/lib"))
+    if os.geteuid() != 0:
+        pytest.skip("running as another user needs root")
+    copy = readable_copy()
+    assert others_can_read(copy) and (copy / "fairshared" / "cli.py").exists()
+    argv, env = as_user_argv_env({"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(copy)})
+    env["PYTHONPATH"] = str(copy)  # the path a 0700 clone gets
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv,
+                          "run", "--demo", "--once", "--dry-run"], env=env, cwd="/tmp",
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    last = json.loads(res.stderr.strip().splitlines()[-1])
+    assert last["outcome"] == "success" and last["dry_run"] is True and last["pushed"] == 0
