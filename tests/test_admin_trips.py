@@ -211,3 +211,46 @@ def test_a_daemon_run_as_another_user_works_from_a_clone_it_cannot_enter(tmp_pat
     assert res.returncode == 0, res.stderr[-2000:]
     last = json.loads(res.stderr.strip().splitlines()[-1])
     assert last["outcome"] == "success" and last["dry_run"] is True and last["pushed"] == 0
+
+
+def test_explain_of_a_demo_id_that_left_the_queue_names_at(capsys):
+    at = "2026-11-26T12:00:00Z"
+    assert main(["sprio", "--demo", "--at", at, "--format", "json"]) == 0
+    pending = sorted(j["job_id"] for j in json.loads(capsys.readouterr().out)["jobs"])
+    assert main(["explain", "--demo", str(pending[0]), "--at", at]) == 0  # the id, at the moment shown
+    capsys.readouterr()
+    assert main(["explain", "--demo", "1", "--at", at]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"fairshared: error: job 1 is not pending in the demo cluster at {at}: its queue "
+                          "moves with the clock, so give explain the --at of the command that showed the id "
+                          f"(`fairshared sprio --demo --at {at}` lists the jobs pending at that moment: "
+                          f"{', '.join(map(str, sorted(set(pending))[:5]))}")
+
+
+@pytest.mark.parametrize("mode, dry", [("priority", True), ("priority", False), ("assoc_priority", True)])
+def test_run_once_prints_the_values_it_would_push_or_pushed(tmp_path, mode, dry):
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from daemon_proc import fairshared_argv
+
+    cfg = tmp_path / "fs.toml"
+    cfg.write_text(f'[state]\ndirectory = "{tmp_path}/state"\n[push]\nmode = "{mode}"\n')
+    argv = ["run", "--demo", "--once", "--config", str(cfg)] + (["--dry-run"] if dry else [])
+    # a process of its own: the daemon configures the process's logging for good
+    res = subprocess.run(fairshared_argv() + argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = res.stdout.splitlines()
+    status = json.loads((tmp_path / "state" / "last-cycle.json").read_text())
+    planned = status["assoc_planned" if mode == "assoc_priority" else "planned"]
+    verb = "would be pushed (dry run: nothing written)" if dry else "pushed"
+    what = "association priorities" if mode == "assoc_priority" else "job updates"
+    assert out[0] == f"cycle 1, push mode {mode}: {planned} {what} {verb}"
+    assert planned > 0 and len(out) == 2 + planned  # a header, then one line per value
+    rows = [line.split() for line in out[2:]]
+    if mode == "assoc_priority":
+        assert all(r[-3] == "-" and int(r[-2]) == int(r[-1]) > 0 for r in rows)  # none had a value; new = W·F
+    else:
+        assert all(r[3] == "priority" and int(r[5]) > 0 for r in rows)
+        assert status["pushed"] == (0 if dry else planned)

@@ -7,6 +7,7 @@ algorithm's per-level figure, and the jobs just ahead of it (and behind) with wh
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import math
 import sys
@@ -288,6 +289,16 @@ def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, 
     return lines
 
 
+def not_in_demo_queue(job_ref: str, pi: Snapshot, now: int) -> str:
+    """The demo's queue moves with its clock (jobs start, new ones come): an id read a minute ago
+    may have left it.  Say so, with the --at that shows it and ids pending at this moment."""
+    pending = ", ".join(str(j.display_id or j.job_id) for j in sorted(pi.jobs, key=lambda j: j.job_id)[:5])
+    at = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"job {job_ref} is not pending in the demo cluster at {at}: its queue moves with the clock, so "
+            f"give explain the --at of the command that showed the id (`fairshared sprio --demo --at {at}` "
+            f"lists the jobs pending at that moment: {pending}{', ...' if len(pi.jobs) > 5 else ''})")
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     if getattr(args, "vs", None):
         return cmd_explain_vs(args)
@@ -296,6 +307,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm, engine = decide(pi.settings, algorithm=args.algorithm)
     save_if_asked(args, pi, now)
+    if args.demo and not any(str(j.job_id) == args.job or j.display_id == args.job for j in pi.jobs):
+        raise InputError(not_in_demo_queue(args.job, pi, now))
     if args.format == "json":
         result = run_engine(pi, algorithm, engine)
         data = explain_data(pi, args.job, result, now, when, args.neighbours)

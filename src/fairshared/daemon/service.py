@@ -41,6 +41,7 @@ from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
 from ..sources.demo import DemoSource
 from . import memory, sdnotify, statefiles
+from .planned import render_planned
 from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
                      resolve_token, with_overrides)
 from .http import Endpoints, make_app
@@ -411,6 +412,8 @@ class Service:
         if self.once:
             self._say_demo()
             res = self.runner.cycle("once")
+            sys.stdout.write(render_planned(res))  # the values themselves (the log line has the counts)
+            sys.stdout.flush()
             return 0 if res.ok else 1
         self._wake_r, self._wake_w = socket.socketpair()
         for sock in (self._wake_r, self._wake_w):
