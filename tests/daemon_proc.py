@@ -76,6 +76,7 @@ def readable_copy() -> Path:
     global _COPY
     if _COPY is not None:
         return _COPY
+    import atexit
     import re
     import shutil
     import tempfile
@@ -84,6 +85,7 @@ def readable_copy() -> Path:
     import fairshared
 
     dest = Path(tempfile.mkdtemp(prefix="fairshared-as-user-"))
+    atexit.register(shutil.rmtree, dest, True)  # 70 MB a test session: gone with it
     shutil.copytree(Path(fairshared.__file__).resolve().parent, dest / "fairshared",
                     ignore=shutil.ignore_patterns("__pycache__"))
     todo, seen = ["fairshared"], set()
