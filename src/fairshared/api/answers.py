@@ -110,7 +110,8 @@ def explain_job(view: View, row: int, neighbours: int = 3) -> dict:
     job = view.jobs.job(row)
     queue = queue_order(view)
     return explain_data(_snapshot(view, [job]), str(job.job_id), view.result, view.evaluated_at,
-                        view.evaluated_at_is, neighbours, queue=lambda _job, k: queue.place(view, row, k))
+                        view.evaluated_at_is, neighbours, queue=lambda _job, k: queue.place(view, row, k),
+                        index=view.index())
 
 
 def explain_job_vs(view: View, row: int, other: str, other_row: int | None) -> dict:
@@ -120,7 +121,8 @@ def explain_job_vs(view: View, row: int, other: str, other_row: int | None) -> d
     other_ref = str(jobs[1].job_id) if other_row is not None else other
     return explain_vs(view.result, jobs, view.cluster, PriorityParams.from_settings(view.settings),
                       view.evaluated_at, ref, other_ref, sibling_order=view.sibling_order,
-                      dampening=view.engine_params.dampening, priority_levels=view.engine_params.priority_levels)
+                      dampening=view.engine_params.dampening, priority_levels=view.engine_params.priority_levels,
+                      index=view.index())
 
 
 def recovery_of(view: View, i: int, *, target: float | None, target_rank: int | None, others: str) -> dict:

@@ -116,6 +116,11 @@ class View:
                 "qos": jt.value("qos", row), "priority": jt.value("priority", row),
                 "fairshare": self.fairshare_of_job(row), "reason": jt.value("reason", row)}
 
+    def index(self) -> AssocLookup:
+        """The associations by (account, user, partition), as ``engine.ranks.assoc_index``'s dict
+        answers ``get``, from the name indexes (no 100,000-entry dict per request)."""
+        return AssocLookup(self)
+
     def nbytes(self) -> int:
         """The bytes of this view's arrays (the engine's and its own; the name lists' strings not counted)."""
         r = self.result
@@ -127,6 +132,19 @@ class View:
         idx = [self.users, self.accounts, self.jobs_by_user]
         return (sum(a.nbytes for a in arrays) + sum(x.order.nbytes + x.starts.nbytes for x in idx)
                 + self.jobs.nbytes())
+
+
+class AssocLookup:
+    """``get((account, user, partition))`` → the association's row, or None: see :meth:`View.index`."""
+
+    def __init__(self, view: View):
+        self.view = view
+
+    def get(self, key: tuple, default=None):
+        account, user, _ = key
+        v = self.view
+        rows = v.users.rows(user) if user is not None else v.accounts.rows(account)
+        return next((i for i in rows.tolist() if v.key(i) == key), default)
 
 
 def _subtree_end(tree, depth: np.ndarray) -> np.ndarray:
