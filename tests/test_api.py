@@ -268,3 +268,23 @@ def test_the_view_keeps_no_job_objects_and_is_small(tmp_path):
         del snap
         gc.collect()
         assert not any(isinstance(o, Job) for o in gc.get_referents(*gc.get_referents(view.jobs)))
+
+
+def test_fairshared_run_demo_serves_the_api_beside_its_metrics(tmp_path):
+    """The installed daemon, as a process: the API is on its listener, the OpenAPI document ships in
+    the package, and GET / is what it was."""
+    from daemon_proc import Daemon, write_config
+
+    cfg = write_config(tmp_path / "fs.toml", f'[state]\ndirectory = "{tmp_path}/state"\n')
+    d = Daemon(tmp_path, "--demo", "--period", "3600", "--config", str(cfg))
+    try:
+        d.wait_ready()
+        d.wait_cycle(1)
+        alice = json.loads(d.get("/api/v1/users/alice"))
+        assert alice["cycle"]["number"] == 1
+        assert [(s["account"], s["user"]) for s in alice["associations"]] == [("physics", "alice"),
+                                                                              ("chemistry", "alice")]
+        assert json.loads(d.get("/api/v1/openapi.json")) == SPEC
+        assert d.get("/").startswith(b"fairshared: /metrics")
+    finally:
+        d.stop()

@@ -185,3 +185,27 @@ def test_the_identity_keys_are_checked_with_one_line_naming_them(http, error):
     with pytest.raises(InputError) as exc:
         config_from_dict({"http": http}, "fs.toml")
     assert str(exc.value).startswith(f"fs.toml: {error}") and "\n" not in str(exc.value)
+
+
+def test_privatedata_is_read_from_scontrol_and_pyslurm_as_slurm_prints_it():
+    from types import SimpleNamespace
+
+    from fairshared.settings import ClusterSettings
+    from fairshared.slurm.config import parse_config, priority_config
+    from fairshared.sources.pyslurm_source import config_from_pyslurm
+
+    raw = parse_config("PrivateData             = accounts,jobs,usage,users\nPriorityType = priority/multifactor\n")
+    cfg = priority_config(raw)
+    assert cfg["private_data"] == ["accounts", "jobs", "usage", "users"]
+    assert ClusterSettings.from_dict(cfg).private_data == ("accounts", "jobs", "usage", "users")
+    assert priority_config(parse_config("PrivateData = none\n"))["private_data"] == []
+    assert priority_config({})["private_data"] == []
+    # pyslurm's Config.private_data: private_data_string's names split, [] for none
+    fields = dict.fromkeys(("cluster_name", "version", "priority_type", "priority_flags", "fair_share_dampening_factor",
+                            "priority_usage_reset_period", "priority_site_factor_plugin", "priority_weight_tres",
+                            "accounting_storage_enforce"))
+    weights = dict.fromkeys(("priority_weight_age", "priority_weight_assoc", "priority_weight_fair_share",
+                             "priority_weight_job_size", "priority_weight_partition", "priority_weight_qos",
+                             "priority_decay_half_life", "priority_calc_period", "priority_max_age"), 0)
+    fake = SimpleNamespace(**fields, **weights, priority_favor_small=False, private_data=["jobs", "usage"])
+    assert config_from_pyslurm(fake)["private_data"] == ["jobs", "usage"]
