@@ -67,7 +67,7 @@ def get(port: int, path: str, *, token=None, headers=None, source="127.0.0.1") -
 
 @contextlib.contextmanager
 def api_daemon(tmp: Path, *, http: dict | None = None, jobs: int | None = 300, private: tuple = (),
-               cycles: int = 1, history=None):
+               cycles: int = 1, history=None, mode: str | None = None):
     from fairshared.daemon.config import DEMO_DEFAULTS, config_from_dict
     from fairshared.daemon.http import make_app
     from fairshared.daemon.httpserver import HttpServer, bind
@@ -75,6 +75,8 @@ def api_daemon(tmp: Path, *, http: dict | None = None, jobs: int | None = 300, p
 
     cfg = {**DEMO_DEFAULTS, "state": {"directory": str(tmp / "state")}, "http": dict(http or {}),
            "source": {"demo_jobs": jobs}}
+    if mode:
+        cfg["push"] = {"mode": mode}
     svc = Service(config_from_dict(cfg), None, demo=True)
     svc.cluster_source.cluster.private_data = tuple(private)
     svc.api.history = history

@@ -288,3 +288,12 @@ def test_fairshared_run_demo_serves_the_api_beside_its_metrics(tmp_path):
         assert d.get("/").startswith(b"fairshared: /metrics")
     finally:
         d.stop()
+
+
+def test_without_the_jobs_details_a_job_is_not_explained_with_wrong_figures(tmp_path):
+    """push.mode site_factor reads no partitions, QOS or factor inputs: an explanation would be wrong."""
+    with api_daemon(tmp_path, mode="site_factor") as d:
+        job = d.snapshot.jobs[0].job_id
+        out = check(d, f"/api/v1/jobs/{job}", 503)
+        assert out["error"].startswith("job explanations need the jobs' priority details")
+        assert check(d, "/api/v1/users/alice")["associations"]

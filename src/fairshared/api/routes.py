@@ -224,6 +224,7 @@ def _user(api, view: View, scope: Scope, caller, q: _Query, user: str):
         if rows.size == 0:
             raise _hidden(f"user {user[:64]!r}", scope)
         jobs = jobs[:0]
+    jobs = jobs[np.argsort(view.jobs.ints["job_id"][jobs], kind="stable")]  # by job id
     standing = [{**view.row(int(i)), "of": view.user_count, "path": _rows_json(view, view.path(int(i)))}
                 for i in rows]
     return 200, {"user": user, "associations": standing, "pending_total": int(jobs.size),
@@ -246,6 +247,9 @@ def _job_row(view: View, scope: Scope, ref: str) -> int:
 def _job(api, view: View, scope: Scope, caller, q: _Query, ref: str):
     row = _job_row(view, scope, ref)
     other = q.text("vs")
+    if not view.has_details:  # no partitions, QOS or factor inputs: every priority would be wrong
+        raise Refused(503, "job explanations need the jobs' priority details, which the daemon reads only "
+                           "in push.mode 'priority'; this cycle did not read them")
     if other is None:
         out = explain_job(view, row)
         if scope.jobs_of is not None and out["queue"]:
