@@ -177,6 +177,7 @@ def test_recovery_is_what_whatif_recovery_gives(daemon):
     ("/api/v1/history?account=nowhere", 404, "no account 'nowhere'"),
     ("/api/v1/jobs/123456789", 404, "no pending job '123456789'"),
     ("/api/v1/users/nobody", 404, "no user 'nobody'"),
+    ("/api/v1/users/%C3%A9mile", 404, "no user 'émile'"),  # UTF-8, percent-encoded
     ("/api/v1/tree/3", 404, "no such endpoint"),
 ])
 def test_bad_requests_get_one_line_naming_the_culprit(daemon, path, code, words):

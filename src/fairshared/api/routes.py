@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from importlib import resources
 from typing import Protocol
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 import numpy as np
 
@@ -138,7 +138,8 @@ class Api:
         except Refused as r:
             return r.status, {"error": r.message}
         view, last = self.keeper.current()
-        parts = [unquote(p) for p in path[len(PREFIX):].split("/")]
+        # PATH_INFO is decoded already (WSGI: each byte a latin-1 character): names are UTF-8
+        parts = path[len(PREFIX):].encode("latin-1", "replace").decode("utf-8", "replace").split("/")
         query = environ.get("QUERY_STRING", "")
         try:
             if parts == ["whoami"]:
