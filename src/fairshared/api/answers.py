@@ -6,7 +6,8 @@ explain_data` (``explain JOBID --format json``), :func:`fairshared.explain_vs.ex
 JOBID --vs OTHER``), :func:`fairshared.whatif.recovery_report` (``whatif --recovery``).  The view
 hands them the one job they are about (rebuilt from its columns) and, for the job's place in the
 queue, :func:`queue_order`: every listed (job, partition) in the scheduler's order, sorted once per
-view (1.8 s at 100,000 jobs) under the view's lock and kept as arrays.  Recoveries (each a dozen
+view (seconds at 100,000 jobs: benchmarks/api_load.py) by the first request that needs it, and kept
+as arrays.  Recoveries (each a dozen
 engine runs) are kept per view too, the last :data:`RECOVERIES_KEPT` asked.
 """
 
@@ -93,10 +94,13 @@ def _sorted_queue(view: View) -> QueueOrder:
 
 
 def queue_order(view: View) -> QueueOrder:
-    """The view's :class:`QueueOrder`, sorted by the first caller (the others wait for it)."""
-    with view.lock:
+    """The view's :class:`QueueOrder`, sorted by the first caller (the others wait for it; answers
+    that need no queue, a recovery among them, do not)."""
+    with view.sort_lock:
         if "queue" not in view.cache:
-            view.cache["queue"] = _sorted_queue(view)
+            order = _sorted_queue(view)
+            with view.lock:
+                view.cache["queue"] = order
         return view.cache["queue"]
 
 

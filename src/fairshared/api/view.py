@@ -62,7 +62,8 @@ class View:
     sibling_order: str
     engine_params: Params
     cache: dict = field(default_factory=dict, repr=False)  # what answers compute once (answers.py)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the cache's
+    sort_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the queue's one sort
 
     @property
     def n(self) -> int:
