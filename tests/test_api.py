@@ -298,3 +298,28 @@ def test_without_the_jobs_details_a_job_is_not_explained_with_wrong_figures(tmp_
         out = check(d, f"/api/v1/jobs/{job}", 503)
         assert out["error"].startswith("job explanations need the jobs' priority details")
         assert check(d, "/api/v1/users/alice")["associations"]
+
+
+def test_the_queue_is_sorted_once_per_view_however_many_ask_at_once(daemon, monkeypatch):
+    import threading
+
+    from fairshared.api import answers
+
+    sorts = []
+    real = answers._sorted_queue
+
+    def counted(view):
+        sorts.append(view.number)
+        return real(view)
+
+    monkeypatch.setattr(answers, "_sorted_queue", counted)
+    jobs = [j.job_id for j in daemon.snapshot.jobs[:8]]
+    codes = []
+    threads = [threading.Thread(target=lambda j=j: codes.append(daemon.get(f"/api/v1/jobs/{j}")[0])) for j in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert codes == [200] * 8 and sorts == [1]
+    daemon.cycle()  # a new view sorts its own queue, once
+    assert daemon.get(f"/api/v1/jobs/{daemon.snapshot.jobs[0].job_id}")[0] == 200 and sorts == [1, 2]
