@@ -209,3 +209,19 @@ def test_privatedata_is_read_from_scontrol_and_pyslurm_as_slurm_prints_it():
                              "priority_decay_half_life", "priority_calc_period", "priority_max_age"), 0)
     fake = SimpleNamespace(**fields, **weights, priority_favor_small=False, private_data=["jobs", "usage"])
     assert config_from_pyslurm(fake)["private_data"] == ["jobs", "usage"]
+
+
+def test_a_user_header_given_twice_names_nobody(private):
+    """A proxy that appends its header to a browser's (instead of replacing it) sends two: the server
+    joins them ("mallory, alice"), which is no user name: 400, never either of them."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", private.port, timeout=10, source_address=(PROXY, 0))
+    conn.putrequest("GET", "/api/v1/whoami")
+    conn.putheader("X-Forwarded-User", "mallory")
+    conn.putheader("X-Forwarded-User", "alice")
+    conn.endheaders()
+    r = conn.getresponse()
+    assert r.status == 400 and "is not a user name" in json.loads(r.read())["error"]
+    conn.close()
