@@ -21,8 +21,8 @@ from __future__ import annotations
 import hmac
 import io
 import json
-from http import HTTPStatus
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Callable
 
 __all__ = ["Endpoints", "make_app"]
