@@ -60,6 +60,10 @@ def _type(field) -> str:
     """The values a key takes, as a reader would write them."""
     ann = field.annotation
     args = typing.get_args(ann)
+    if typing.get_origin(ann) is list:  # a TOML array (http.proxies)
+        inner = {str: "strings"}.get(args[0], args[0].__name__)
+        bounds = [f"at most {m.max_length}" for m in field.metadata if getattr(m, "max_length", None)]
+        return f"list of {inner}" + (f" ({', '.join(bounds)})" if bounds else "")
     if typing.get_origin(ann) is typing.Literal:
         return " \\| ".join(f"`{a!r}`".replace("'", '"') for a in args)
     names = []
@@ -84,13 +88,15 @@ def _type(field) -> str:
 
 
 def _default(field) -> str:
-    d = field.default
+    d = field.default_factory() if field.default_factory is not None else field.default
     if d is None:
         return "unset"
     if isinstance(d, bool):
         return f"`{str(d).lower()}`"
     if isinstance(d, str):
         return f'`"{d}"`'
+    if isinstance(d, list):
+        return "`[]`" if not d else f"`{d}`"
     return f"`{d:g}`" if isinstance(d, float) else f"`{d}`"
 
 
