@@ -20,11 +20,11 @@ function h(tag, attrs = {}, ...kids) {
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, v);
   }
-  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid);
+  for (const kid of kids.flat(Infinity)) if (kid !== null && kid !== undefined) el.append(kid);
   return el;
 }
 
-function show(id, ...nodes) { $(id).replaceChildren(...nodes.flat()); }
+function show(id, ...nodes) { $(id).replaceChildren(...nodes.flat(Infinity)); }
 const error = (e) => h("p", { class: "error", role: "alert", text: String(e.message || e) });
 const note = (text) => h("p", { class: "muted", text });
 
@@ -40,6 +40,7 @@ const int = (v) => (num(v) === null ? "–" : Math.round(num(v)).toLocaleString(
 const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + Math.abs(Math.round(v)).toLocaleString("en-US");
 const ordinal = (n) => n + (["th", "st", "nd", "rd"][(n % 100 - 20) % 10] || ["th", "st", "nd", "rd"][n % 100] || "th");
 const when = (t) => new Date(t * 1000).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short" });
+const pathText = (path) => path.map((p) => (p.user || p.account) + (num(p.level_fs) === null ? "" : " " + fmt(p.level_fs, 3))).join(" › ");
 const rowName = (r) => (r.user ? `${r.user} (${r.account}${r.partition ? ", " + r.partition : ""})` : r.account);
 
 async function api(path) {
@@ -74,13 +75,21 @@ function rowColour(r) {
 
 // ---- the tree ------------------------------------------------------------------------------------
 
-let crumbs = [{ id: 0, account: "root", user: null }];   // the zoom path, root first
+let crumbs = [{ id: 0, account: "root", user: null, children: null }];   // the zoom path, root first
 let firstDraw = true;
 
 async function showTree() {
   const top = crumbs[crumbs.length - 1];
   try {
     const data = await api(`/api/v1/tree?parent=${top.id}&depth=${TREE_DEPTH}&limit=${TREE_LIMIT}`);
+    if (data.total > data.items.length) {
+      // a page of a big tree may not hold every child of the top: fetch those (one level) too, so
+      // the first band is whole and every row's `children` says how many more lie below it
+      const one = await api(`/api/v1/tree?parent=${top.id}&depth=1&limit=${TREE_LIMIT}`);
+      const seen = new Set(data.items.map((r) => r.id));
+      data.items = data.items.concat(one.items.filter((r) => !seen.has(r.id)));
+      top.children = one.total;
+    }
     drawTree(top, data);
   } catch (e) { show("tree", error(e)); }
   drawCrumbs();
@@ -89,7 +98,8 @@ async function showTree() {
 function drawCrumbs() {
   show("crumbs", crumbs.map((c, i) => i === crumbs.length - 1
     ? h("span", { "aria-current": "location", text: c.account })
-    : h("button", { class: "link", text: c.account, onclick: () => { crumbs = crumbs.slice(0, i + 1); showTree(); } })));
+    : [h("button", { class: "link", text: c.account, onclick: () => { crumbs = crumbs.slice(0, i + 1); showTree(); } }),
+      h("span", { class: "muted", "aria-hidden": "true", text: "›" })]));
 }
 
 // Lay the rows out as an icicle: each level a band, each association a rectangle as wide as its share
@@ -178,7 +188,7 @@ function drawTree(top, data) {
   }
 }
 
-function zoom(row) { crumbs.push({ id: row.id, account: row.account, user: null }); showTree(); }
+function zoom(row) { crumbs.push({ id: row.id, account: row.account, user: null, children: row.children }); showTree(); }
 
 // A user association clicked in the tree: its row at once, then that user's whole standing.
 function pick(row) {
@@ -205,6 +215,7 @@ async function showUser(user) {
   }
   if (current !== user) return;
   show("me", standing(s));
+  $("me-more").hidden = false;
   show("jobs", pendingJobs(s.pending_jobs || []));
   show("rec-account", s.associations.map((a) => h("option", { value: a.account, text: rowName(a) })));
   show("recovery");
@@ -220,7 +231,7 @@ function standing(s) {
       h("td", { text: a.account + (a.partition ? ` (${a.partition})` : "") }),
       h("td", { class: "num", "data-k": "fairshare", text: fmt(a.fairshare) }),
       h("td", { class: "num", "data-k": "rank", text: `${a.rank ?? "–"} of ${a.of}` }),
-      h("td", { class: "path", text: (a.path || []).map((p) => `${p.user || p.account} ${fmt(p.level_fs, 3)}`).join(" › ") })))));
+      h("td", { class: "path", text: pathText(a.path || []) })))));
 }
 
 // The user's factor over time: one line per association, points where the history has them.
@@ -322,7 +333,7 @@ function explainJob(e, box) {
   const fs = e.fairshare;
   if (fs) {
     out.push(h("p", { text: `Fair share ${fmt(fs.factor)}: rank ${fs.rank ?? "–"} of ${fs.user_associations} user associations. LevelFS on the way down: ` +
-      fs.path.map((p) => `${p.user || p.account} ${fmt(p.level_fs, 3)}`).join(" › ") }));
+      pathText(fs.path) }));
   }
   const q = e.queue;
   if (q) {
@@ -337,8 +348,9 @@ function explainJob(e, box) {
 
 function explainVs(v) {
   const name = (x) => `job ${x.ref} (${x.user}, ${x.account})`;
+  const Name = (x) => "J" + name(x).slice(1);
   const [hi, lo] = v.higher === "a" ? [v.a, v.b] : [v.b, v.a];
-  const out = [h("p", { class: "lead", text: v.higher ? `${name(hi)} is ahead of ${name(lo)} by ${int(Math.abs(v.points.total))} points.` : `${name(v.a)} and ${name(v.b)} tie.` })];
+  const out = [h("p", { class: "lead", text: v.higher ? `${Name(hi)} is ahead of ${name(lo)} by ${int(Math.abs(v.points.total))} points.` : `${Name(v.a)} and ${name(v.b)} tie.` })];
   const d = v.detail;
   if (d) {
     out.push(h("p", { text: `Fair share: ${fmt(v.a.fairshare, 4)} (rank ${v.a.rank}) against ${fmt(v.b.fairshare, 4)} (rank ${v.b.rank}), ` +
@@ -350,7 +362,9 @@ function explainVs(v) {
     h("thead", {}, h("tr", {}, ["factor", `a ${v.a.ref}`, `b ${v.b.ref}`, "a − b"].map((t) => h("th", { scope: "col", text: t })))),
     h("tbody", {}, v.points.factors.filter((f) => f.a || f.b).map((f) => h("tr", {},
       h("td", { text: f.factor }), h("td", { class: "num", text: int(f.a) }), h("td", { class: "num", text: int(f.b) }),
-      h("td", { class: "num", text: signed(f.points) }))))));
+      h("td", { class: "num", text: signed(f.points) }))),
+      h("tr", { class: "total" }, h("td", { text: "priority" }), h("td", { class: "num", text: int(v.points.a_priority) }),
+        h("td", { class: "num", text: int(v.points.b_priority) }), h("td", { class: "num", text: signed(v.points.total) })))));
   return out;
 }
 
