@@ -34,7 +34,7 @@ function fmt(v, digits = 6) {
   const x = num(v);
   if (x === null || Number.isNaN(x)) return "–";
   if (x === Infinity) return "∞";
-  return Number.isInteger(x) && digits !== 6 ? x.toLocaleString("en-US") : x.toFixed(digits);
+  return x.toFixed(digits);
 }
 const int = (v) => (num(v) === null ? "–" : Math.round(num(v)).toLocaleString("en-US"));
 const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + Math.abs(Math.round(v)).toLocaleString("en-US");
@@ -78,19 +78,18 @@ function rowColour(r) {
 let crumbs = [{ id: 0, account: "root", user: null, children: null }];   // the zoom path, root first
 let firstDraw = true;
 
+// The deepest view (3 levels, then 2, then 1) whose rows all fit in one page, so every band drawn is
+// whole: a one-row probe of each depth says how many rows it has.  At one level a page may still not
+// hold every child: the rest is drawn as one "+N more" block.
 async function showTree() {
   const top = crumbs[crumbs.length - 1];
+  const url = (depth, limit) => `/api/v1/tree?parent=${top.id}&depth=${depth}&limit=${limit}`;
   try {
-    const data = await api(`/api/v1/tree?parent=${top.id}&depth=${TREE_DEPTH}&limit=${TREE_LIMIT}`);
-    if (data.total > data.items.length) {
-      // a page of a big tree may not hold every child of the top: fetch those (one level) too, so
-      // the first band is whole and every row's `children` says how many more lie below it
-      const one = await api(`/api/v1/tree?parent=${top.id}&depth=1&limit=${TREE_LIMIT}`);
-      const seen = new Set(data.items.map((r) => r.id));
-      data.items = data.items.concat(one.items.filter((r) => !seen.has(r.id)));
-      top.children = one.total;
-    }
-    drawTree(top, data);
+    let depth = TREE_DEPTH;
+    while (depth > 1 && (await api(url(depth, 1))).total > TREE_LIMIT) depth--;
+    const data = await api(url(depth, TREE_LIMIT));
+    if (depth === 1) top.children = data.total;
+    drawTree(top, data, depth);
   } catch (e) { show("tree", error(e)); }
   drawCrumbs();
 }
@@ -105,7 +104,7 @@ function drawCrumbs() {
 // Lay the rows out as an icicle: each level a band, each association a rectangle as wide as its share
 // of its parent (every one gets a sliver, so a 0-share association can still be clicked), and the
 // children not fetched (past the page's limit) as one hatched "+N more" rectangle.
-function layout(top, items, width) {
+function layout(top, items, width, depth) {
   const kids = new Map();
   for (const r of items) (kids.get(r.parent) || kids.set(r.parent, []).get(r.parent)).push(r);
   const boxes = [];
@@ -124,21 +123,21 @@ function layout(top, items, width) {
       place(r, x, x + w, level + 1);
       x += w;
     });
-    if (rows.length < total && level <= TREE_DEPTH) boxes.push({ more: total - rows.length, parent: node, x, w: x1 - x, level });
+    if (rows.length < total && level <= depth) boxes.push({ more: total - rows.length, parent: node, x, w: x1 - x, level });
   };
   boxes.push({ row: top, x: 0, w: width, level: 0, top: true });
   place(top, 0, width, 1);
   return boxes;
 }
 
-function drawTree(top, data) {
+function drawTree(top, data, depth) {
   const width = Math.max(600, $("tree").clientWidth);
-  const boxes = layout(top, data.items, width);
+  const boxes = layout(top, data.items, width, depth);
   const levels = Math.max(...boxes.map((b) => b.level)) + 1;
   const svg = h("svg:svg", { width, height: levels * LEVEL_H, viewBox: `0 0 ${width} ${levels * LEVEL_H}`,
     class: "icicle" });
   for (const b of boxes) {
-    if (b.w < 1) continue;   // too thin to see or hit; its parent's tooltip still counts it
+    if (b.w < 1) continue;   // too thin to see or hit; its parent's tooltip still counts it (NOT A BUG)
     const g = h("svg:g", { class: b.more ? "more" : b.row.user ? "user" : "account", tabindex: 0, role: "button" });
     const r = h("svg:rect", { x: b.x + 0.5, y: b.level * LEVEL_H + 0.5, width: Math.max(0.5, b.w - 1), height: LEVEL_H - 2,
       rx: 3, fill: b.more ? "url(#hatch)" : rowColour(b.row) });
@@ -178,9 +177,11 @@ function drawTree(top, data) {
     patternTransform: "rotate(45)" }, h("svg:rect", { width: 6, height: 6, fill: "#eee" }),
     h("svg:line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#999", "stroke-width": 2 }))));
   show("tree", svg);
-  $("tree-note").textContent = data.total > data.items.length
-    ? `${data.items.length.toLocaleString("en-US")} of ${data.total.toLocaleString("en-US")} associations in this view; zoom in for the rest.`
-    : `${data.total.toLocaleString("en-US")} associations in this view.`;
+  const n = (x) => x.toLocaleString("en-US");
+  $("tree-note").textContent = (data.total > data.items.length
+    ? `${n(data.items.length)} of ${n(data.total)} associations` : `${n(data.total)} associations`) +
+    ` in this view (${depth} level${depth > 1 ? "s" : ""} down)` +
+    (boxes.some((b) => b.level === depth && b.row && b.row.children) ? "; zoom in for the rest." : ".");
   if (firstDraw) {   // what the browser test times: navigation start → the first tree on screen
     firstDraw = false;
     performance.mark("fairshared:tree-drawn");
