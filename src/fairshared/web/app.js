@@ -247,7 +247,8 @@ async function showHistory(user) {
   let t0 = Math.min(...ts), t1 = Math.max(...ts);
   if (t1 === t0) { t0 -= 60; t1 += 60; }
   const X = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R), Y = (f) => T + (1 - f) * (H - T - B);
-  const svg = h("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "plot" });
+  const svg = h("svg:svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img",
+    "aria-label": `${user}'s fair-share factor from ${when(t0)} to ${when(t1)}, one line per association` });
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
     svg.append(h("svg:line", { x1: L, x2: W - R, y1: Y(f), y2: Y(f), class: "grid" }),
       h("svg:text", { x: L - 6, y: Y(f) + 4, "text-anchor": "end", text: f.toFixed(2) }));
