@@ -371,6 +371,9 @@ def make_unix_users(lay: Layout, env: dict) -> None:
     log(f"{len(lay.unix)} Unix users ({len(created)} created)")
 
 
+TRANSIENT = ("Socket timed out", "Resource temporarily unavailable", "temporarily unable")
+
+
 def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3, arrays: int = 0) -> None:
     unix = set(lay.unix)
     assocs = [p for p in lay.pairs if p[0] in unix]
@@ -383,9 +386,18 @@ def submit_jobs(lay: Layout, jobs: int, env: dict, workers: int = 3, arrays: int
         # the first `arrays` submissions are job arrays of 100 tasks: one pending record each until
         # tasks are split off (as on a real cluster, most of a big queue's jobs are array tasks)
         array = ["--array=0-99"] if i < arrays else []
-        run(["sbatch", "--parsable", *array, f"--uid={user}", f"--account={account}",
-             f"--partition={PARTITIONS[i % len(PARTITIONS)]}", f"-n{1 + i % 8}", "--chdir=/tmp",
-             "--output=/dev/null", f"--job-name=fsb{i}", "--wrap", "sleep 60"], env, timeout=120)
+        argv = ["sbatch", "--parsable", *array, f"--uid={user}", f"--account={account}",
+                f"--partition={PARTITIONS[i % len(PARTITIONS)]}", f"-n{1 + i % 8}", "--chdir=/tmp",
+                "--output=/dev/null", f"--job-name=fsb{i}", "--wrap", "sleep 60"]
+        for attempt in range(6):
+            proc = run(argv, env, timeout=120, check=False)
+            if proc.returncode == 0:
+                return
+            # a busy slurmctld (22.05 past ~70,000 jobs) times some submissions out: try again later
+            # (one that timed out may have been queued all the same: the queue is then a job longer)
+            if not any(t in proc.stderr for t in TRANSIENT) or attempt == 5:
+                raise RuntimeError(f"sbatch ... --job-name=fsb{i} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+            time.sleep(2 ** attempt)
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(workers) as ex:

@@ -52,9 +52,68 @@ def as_user_argv_env(env: dict) -> tuple[list[str], dict]:
                            f"interpreter, {sys.executable}, may be in a directory only root can enter)")
     src = str(Path(fairshared.__file__).resolve().parent.parent)
     paths = [src, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if not all(others_can_read(Path(p)) for p in paths):  # a clone in root's home, or any 0700 directory
+        paths = [str(readable_copy())]
     out = dict(env)
     out["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return [python, "-m", "fairshared"], out
+
+
+def others_can_read(path: Path) -> bool:
+    """Whether any user may enter every directory down to ``path`` and read it (the bits for others:
+    the daemon's user shares no group with the checkout's owner)."""
+    path = path.resolve()
+    return all(a.stat().st_mode & 0o001 for a in path.parents) and path.stat().st_mode & 0o005 == 0o005
+
+
+_COPY: Path | None = None
+
+
+def readable_copy() -> Path:
+    """A directory every user can read holding fairshared and every distribution it requires (their
+    whole installed files: numpy's bundled libraries sit beside it), copied once per test session from
+    where they are (which another user may not be able to enter)."""
+    global _COPY
+    if _COPY is not None:
+        return _COPY
+    import re
+    import shutil
+    import tempfile
+    from importlib import metadata
+
+    import fairshared
+
+    dest = Path(tempfile.mkdtemp(prefix="fairshared-as-user-"))
+    shutil.copytree(Path(fairshared.__file__).resolve().parent, dest / "fairshared",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    todo, seen = ["fairshared"], set()
+    while todo:
+        name = todo.pop()
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        for req in dist.requires or ():
+            if "extra ==" not in req:  # the extras are the tests' and the plot's, not the daemon's
+                todo.append(re.match(r"[A-Za-z0-9_.-]+", req).group(0))
+        if key == "fairshared":
+            continue  # copied above (an editable install's files are elsewhere)
+        for f in dist.files or ():
+            src = Path(dist.locate_file(f)).resolve()
+            if src.is_file() and "__pycache__" not in src.parts:
+                to = dest / f
+                to.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, to)
+    for d, dirs, files in os.walk(dest):
+        os.chmod(d, 0o755)
+        for x in files:
+            os.chmod(os.path.join(d, x), 0o644)
+    _COPY = dest
+    return dest
 
 
 class Daemon:

@@ -56,7 +56,9 @@ def test_a_usage_beyond_a_double_is_one_line_naming_file_and_line(capsys, tmp_pa
 
 
 @pytest.mark.parametrize("cmd", [["compute"], ["sprio"], ["compare"], ["whatif"], ["explain", "26410457"]])
-def test_usages_whose_sum_is_beyond_a_double_name_the_account(capsys, tmp_path, cmd):
+def test_usages_near_a_double_s_range_are_refused_naming_the_association(capsys, tmp_path, cmd):
+    """Two usages of 1.5e308 would sum beyond a double in their account: each is refused first, being
+    beyond what Slurm's sshare can show (a 64-bit integer)."""
     doc = json.loads(EXAMPLE.read_text())
     for a in doc["associations"]:
         if a["account"] == "physics" and a["user"]:
@@ -64,7 +66,8 @@ def test_usages_whose_sum_is_beyond_a_double_name_the_account(capsys, tmp_path, 
     path = tmp_path / "s.json"
     path.write_text(json.dumps(doc))
     err = fails(capsys, *cmd, "--snapshot", str(path))
-    assert "account 'physics': usage, the sum of its subtree (3.000e+308), is beyond a double's range" in err
+    assert err == (f"fairshared: error: {path}: associations[3] (physics/alice): usage 1.5e+308 is beyond what "
+                   "Slurm shows (sshare prints RawUsage as a 64-bit integer, at most 1.845e+19)\n")
 
 
 # --- sprio -l, and filters that match nothing --------------------------------------------------------

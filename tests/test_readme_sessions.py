@@ -1,9 +1,9 @@
-"""Every example session in README.md is what the current code prints.
+"""Every example session in README.md and docs/*.md is what the current code prints.
 
 A session is a line ``$ fairshared ARGS`` inside a fenced block, and the lines after it up to the next
 ``$`` line or the end of the block: its standard output.  Each one is run here (in-process, offline:
-``--demo --at WHEN``, ``--snapshot``, ``--from-sshare``) and must equal the README's text.  With
-``FAIRSHARED_WRITE_README=1`` the README's blocks are rewritten with what the code prints instead
+``--demo --at WHEN``, ``--snapshot``, ``--from-sshare``) and must equal the page's text.  With
+``FAIRSHARED_WRITE_README=1`` the pages' blocks are rewritten with what the code prints instead
 (then rerun without it).
 
 A session that reads a live Slurm (no offline source on its command line) cannot come from here: it
@@ -31,7 +31,9 @@ import pytest
 
 from fairshared.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]  # the front page and every doc
 OFFLINE = ("--demo", "--snapshot", "--from-sshare")
 # sessions printed by a real Slurm, and the test that prints them in every matrix run
 LIVE = {"fairshared explain 225 --vs 226": "tests/test_whatif_slurm.py (a real Slurm 23.11.11 session)"}
@@ -40,12 +42,13 @@ LIVE = {"fairshared explain 225 --vs 226": "tests/test_whatif_slurm.py (a real S
 @dataclass
 class Session:
     command: str  # "fairshared whatif --demo ..."
+    page: Path
     start: int  # index of its first output line in the README's lines
     end: int  # one past its last
     expected: str
 
 
-def sessions(lines: list[str]) -> list[Session]:
+def sessions(lines: list[str], page: Path = README) -> list[Session]:
     out: list[Session] = []
     fence = False
     current: Session | None = None
@@ -65,7 +68,7 @@ def sessions(lines: list[str]) -> list[Session]:
         elif fence and line.startswith("$ "):
             close(k)
             if line.startswith("$ fairshared "):
-                current = Session(line[2:].strip(), k + 1, k + 1, "")
+                current = Session(line[2:].strip(), page, k + 1, k + 1, "")
     return out
 
 
@@ -108,25 +111,26 @@ def output_of(command: str) -> str:
     return kept.getvalue()
 
 
-SESSIONS = sessions(README.read_text().splitlines())
+SESSIONS = [s for page in PAGES for s in sessions(page.read_text().splitlines(), page)]
 
 
 def test_the_readme_has_sessions_and_each_is_run_here_or_by_a_live_test():
     assert len(SESSIONS) >= 4
     for s in SESSIONS:
         assert offline(s.command) or s.command in LIVE, (
-            f"README session `{s.command}` reads a live Slurm: print it from a live test and list it in LIVE")
+            f"{s.page.name} session `{s.command}` reads a live Slurm: print it from a live test and list it in LIVE")
         if offline(s.command) and "--demo" in shlex.split(s.command):
             assert "--at" in shlex.split(s.command), f"`{s.command}`: a demo session needs --at"
 
 
-@pytest.mark.parametrize("session", [s for s in SESSIONS if offline(s.command)], ids=lambda s: s.command)
+@pytest.mark.parametrize("session", [s for s in SESSIONS if offline(s.command)],
+                         ids=lambda s: f"{s.page.name}: {s.command}")
 def test_a_readme_session_is_what_the_code_prints(session):
     got = output_of(session.command)
     if os.environ.get("FAIRSHARED_WRITE_README") == "1":
         _rewrite(session, got)
         return
-    assert got == session.expected, f"README.md is stale for `{session.command}` (FAIRSHARED_WRITE_README=1)"
+    assert got == session.expected, f"{session.page.name} is stale for `{session.command}` (FAIRSHARED_WRITE_README=1)"
 
 
 def test_another_thread_writing_to_stdout_meanwhile_is_not_the_sessions_output():
@@ -150,9 +154,9 @@ def test_another_thread_writing_to_stdout_meanwhile_is_not_the_sessions_output()
 
 
 def _rewrite(session: Session, got: str) -> None:
-    """Replace the session's output in README.md (found again by its command: earlier rewrites may have
+    """Replace the session's output in its page (found again by its command: earlier rewrites may have
     moved it)."""
-    lines = README.read_text().splitlines()
-    [now] = [s for s in sessions(lines) if s.command == session.command]
+    lines = session.page.read_text().splitlines()
+    [now] = [s for s in sessions(lines, session.page) if s.command == session.command]
     lines[now.start:now.end] = got.splitlines()
-    README.write_text("\n".join(lines) + "\n")
+    session.page.write_text("\n".join(lines) + "\n")

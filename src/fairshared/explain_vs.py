@@ -24,7 +24,7 @@ figures that decide the order and says which one decided it:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -55,7 +55,8 @@ POINT_COLUMNS = (("fairshare", "fair-share"), ("age", "age"), ("jobsize", "job s
 # --- the two sides ----------------------------------------------------------------------------------
 
 
-def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = False) -> dict:
+def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = False,
+            index: Mapping[tuple, int] | None = None) -> dict:
     """A side of the comparison: a job (by id or display id), else USER[:ACCOUNT], an association.
 
     Raises :class:`InputError` naming ``ref`` when it is neither, or when USER alone is in several
@@ -64,7 +65,7 @@ def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = F
     job = next((j for j in jobs if str(j.job_id) == ref or (j.display_id and j.display_id == ref)), None)
     tree = result.tree
     if job is not None:
-        i = job_assoc(job, assoc_index(result))
+        i = job_assoc(job, assoc_index(result) if index is None else index)
         return {"ref": ref, "job": job, "job_id": job.job_id, "user": job.user, "account": job.account,
                 "partition": tree.partition[i] if i is not None else None, "index": i}
     if job_only:
@@ -263,16 +264,17 @@ def point_differences(ra: SprioRow, rb: SprioRow) -> dict:
 
 def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params: PriorityParams, now: int,
                ref_a: str, ref_b: str, *, sibling_order: str = "input", dampening: float = 1.0,
-               priority_levels: int | None = None) -> dict:
+               priority_levels: int | None = None, index: Mapping[tuple, int] | None = None) -> dict:
     """Why ``ref_a`` ranks above or below ``ref_b`` under ``result``'s algorithm, as a JSON-ready dict.
 
     ``higher`` is the side ``fairshared sprio`` puts first (larger PRIORITY) when both are jobs,
     else the side with the larger fair-share factor (None on a tie).  ``points`` (jobs only)
     splits PRIORITY_a − PRIORITY_b into sprio's weighted columns, fair-share =
-    PriorityWeightFairshare × ΔF among them.
+    PriorityWeightFairshare × ΔF among them.  ``index``: the associations by key (``assoc_index``),
+    when the caller keeps one.
     """
-    A = resolve(ref_a, jobs, result, job_only=True)
-    B = resolve(ref_b, jobs, result)
+    A = resolve(ref_a, jobs, result, job_only=True, index=index)
+    B = resolve(ref_b, jobs, result, index=index)
     fa, fb = _fs(result, A["index"]), _fs(result, B["index"])
     out: dict = {"algorithm": result.algorithm, "evaluated_at": now}
     for key, side, f in (("a", A, fa), ("b", B, fb)):

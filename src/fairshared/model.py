@@ -105,6 +105,9 @@ def check_shares(value: object, where: str) -> Shares:
     return value
 
 
+USAGE_MAX = float(2**64 - 1)  # sshare's RawUsage is (uint64_t) usage_raw: ~5e15 core-hours
+
+
 def check_usage(value: object, where: str, *, allow_none: bool = False) -> float | None:
     """Validate a raw usage value: a finite number >= 0."""
     if value is None:
@@ -126,6 +129,9 @@ def check_usage(value: object, where: str, *, allow_none: bool = False) -> float
         raise InputError(f"usage {value} is not a finite number", where)
     if value < 0:
         raise InputError(f"usage {value} is negative", where)
+    if value > USAGE_MAX:
+        raise InputError(f"usage {value:g} is beyond what Slurm shows (sshare prints RawUsage as a 64-bit "
+                         f"integer, at most {USAGE_MAX:.4g})", where)
     return value
 
 

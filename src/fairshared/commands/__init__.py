@@ -18,6 +18,24 @@ def positive_float(text: str) -> float:
     return v
 
 
+def in_range(kind, lo, hi, what: str):
+    """argparse type: a ``kind`` (float or int) in [lo, hi] (hi None: no upper bound); ``what`` is the
+    rule the error states (``'-1': a count is 0 or more``)."""
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a number' if kind is float else 'a whole number'}") \
+                from None
+        if not math.isfinite(v) or v < lo or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
+        return v
+    return parse
+
+
+count = in_range(int, 0, None, "a count is 0 or more")
+
+
 def name_list(text: str) -> list[str]:
     """argparse type: ``a,b,c`` → ["a", "b", "c"] (-u, -A, -j, -p)."""
     names = [n.strip() for n in text.split(",") if n.strip()]

@@ -17,6 +17,7 @@ from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
 from ..model import Snapshot
 from ..priority import FACTOR_NAMES, PriorityParams, job_priority, listed_by_sprio
+from . import count
 from .common import (
     add_at,
     add_source,
@@ -28,6 +29,9 @@ from .common import (
     save_if_asked,
     warn,
 )
+
+
+UINT32_MAX = 4294967295
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -52,6 +56,9 @@ def parse_weights(text: str) -> dict[str, float]:
             raise argparse.ArgumentTypeError(f"weight {item!r}: {v!r} is not a number") from None
         if val < 0 or not math.isfinite(val) or (not k.startswith("tres:") and val != int(val)):
             raise argparse.ArgumentTypeError(f"weight {item!r} must be a non-negative (integer) number")
+        if not k.startswith("tres:") and val > UINT32_MAX:  # slurm.conf reads them as uint32_t
+            raise argparse.ArgumentTypeError(f"weight {item!r}: Slurm's PriorityWeight* are 32-bit, "
+                                             f"at most {UINT32_MAX}")
         out[k] = val
     return out
 
@@ -81,7 +88,7 @@ def register(subparsers) -> None:
                    help="override priority weights for the job comparison, e.g. fairshare=20000,age=0,"
                    "tres:gres/gpu=500")
     c.add_argument("--format", choices=("table", "json"), default="table")
-    c.add_argument("--top", type=int, default=10, metavar="N", help="movers to list (default 10)")
+    c.add_argument("--top", type=count, default=10, metavar="N", help="movers to list (default 10)")
     c.add_argument("--plot", metavar="FILE.png",
                    help="draw fair-share factor against usage/shares per algorithm (needs matplotlib)")
     add_at(c)

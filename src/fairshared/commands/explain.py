@@ -7,6 +7,7 @@ algorithm's per-level figure, and the jobs just ahead of it (and behind) with wh
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import math
 import sys
@@ -22,6 +23,7 @@ from ..priority import (
     listed_by_sprio,
     ordered_partitions,
 )
+from . import count
 from .common import (
     add_at,
     add_source,
@@ -33,8 +35,8 @@ from .common import (
     save_if_asked,
     warn,
 )
-from .explain_common import duration, queue_entries, utc, why
-from .explain_json import explain_data
+from ..explain_common import duration, queue_entries, utc, why
+from ..explain_json import explain_data
 from .explain_vs_cmd import add_arguments as add_vs_arguments
 from .explain_vs_cmd import cmd_explain_vs
 
@@ -55,7 +57,7 @@ def register(subparsers) -> None:
     e.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the cluster's PriorityFlags say)")
     add_at(e)
-    e.add_argument("--neighbours", type=int, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
+    e.add_argument("--neighbours", type=count, default=3, metavar="N", help="jobs to show ahead and behind (default 3)")
     add_vs_arguments(e)
     e.set_defaults(func=cmd_explain)
 
@@ -273,14 +275,28 @@ def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, 
         for e in reversed(ahead):
             lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
                          f"{e.priority - me.priority:+,} — {why(e, me)}")
-    else:
+    elif pos == 0:
         lines.append("Nothing is ahead of it in this partition.")
+    # with --neighbours 0 the jobs around it are counted, not listed (never "nothing is ahead")
+    hidden_ahead, hidden_behind = pos - len(ahead), len(same) - pos - 1 - len(behind)
+    if hidden_ahead or hidden_behind:
+        lines.append(f"Not listed (--neighbours {n}): {hidden_ahead} more ahead, {hidden_behind} more behind.")
     if behind:
         lines.append("Just behind it:")
         for e in behind:
             lines.append(f"  job {e.job.display_id or e.job.job_id} ({e.job.user}): priority {e.priority}, "
                          f"{e.priority - me.priority:+,} — {why(e, me)}")
     return lines
+
+
+def not_in_demo_queue(job_ref: str, pi: Snapshot, now: int) -> str:
+    """The demo's queue moves with its clock (jobs start, new ones come): an id read a minute ago
+    may have left it.  Say so, with the --at that shows it and ids pending at this moment."""
+    pending = ", ".join(str(j.display_id or j.job_id) for j in sorted(pi.jobs, key=lambda j: j.job_id)[:5])
+    at = _dt.datetime.fromtimestamp(now, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (f"job {job_ref} is not pending in the demo cluster at {at}: its queue moves with the clock, so "
+            f"give explain the --at of the command that showed the id (`fairshared sprio --demo --at {at}` "
+            f"lists the jobs pending at that moment: {pending}{', ...' if len(pi.jobs) > 5 else ''})")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -291,6 +307,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm, engine = decide(pi.settings, algorithm=args.algorithm)
     save_if_asked(args, pi, now)
+    if args.demo and not any(str(j.job_id) == args.job or j.display_id == args.job for j in pi.jobs):
+        raise InputError(not_in_demo_queue(args.job, pi, now))
     if args.format == "json":
         result = run_engine(pi, algorithm, engine)
         data = explain_data(pi, args.job, result, now, when, args.neighbours)

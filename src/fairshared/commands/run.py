@@ -13,7 +13,7 @@ def register(subparsers) -> None:
         help="run the daemon: every calc period pull, compute, push, and serve Prometheus metrics",
         description="Run the fair-share daemon. Every period it reads a complete snapshot of the cluster, "
         "computes fair-share factors, pushes changed values to pending jobs and publishes metrics on "
-        "/metrics. SIGUSR1 runs a cycle now, SIGHUP reloads the config, SIGTERM stops. Logs: JSON lines "
+        "/metrics and the read-only JSON API on /api/v1/. SIGUSR1 runs a cycle now, SIGHUP reloads the config, SIGTERM stops. Logs: JSON lines "
         "under systemd or when not on a terminal, short key=value lines on one (logging.format).",
     )
     r.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults; "

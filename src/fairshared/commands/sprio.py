@@ -63,13 +63,18 @@ def cmd_sprio(args: argparse.Namespace) -> int:
                          else render_sprio_weights(params, tres, user_column=bool(args.user)))
         return 0
     rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster_info, params, now) if _wanted(r, args)]
-    if not rows and (args.jobs or args.user or args.partition):
-        print(f"fairshared: no pending job matches {_filters(args)}", file=sys.stderr)
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_sprio(rows, version=pi.cluster_info.slurm_version))
+    sys.stdout.flush()  # the note goes after the header it explains
+    if not rows and (args.jobs or args.user or args.partition):
+        print(f"fairshared: no pending job matches {_filters(args)}", file=sys.stderr)
+    elif not rows:  # a bare header alone reads like a failure
+        where = "an sshare dump has no jobs: " if getattr(args, "from_sshare", None) else ""
+        print(f"fairshared: no pending jobs in this input ({where}`fairshared compute` prints the factors)",
+              file=sys.stderr)
     return 0
 
 

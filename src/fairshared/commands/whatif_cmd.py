@@ -16,10 +16,10 @@ from ..engine import ALGORITHMS
 from ..engine.decide import decide
 from ..explain_vs import resolve
 from ..model import InputError, Snapshot
-from ..priority import PriorityParams
+from ..priority import PRIORITY_MAX, PriorityParams
 from ..usage import UsagePolicy
-from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery
-from . import positive_float
+from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery_report
+from . import in_range, positive_float
 from .common import (
     add_at,
     add_source,
@@ -32,7 +32,7 @@ from .common import (
     warn,
 )
 from .compare import parse_weights
-from .explain_common import duration, queue_entries
+from ..explain_common import duration, queue_entries
 
 
 class _EditAction(argparse.Action):
@@ -44,22 +44,8 @@ class _EditAction(argparse.Action):
         namespace.edits = edits
 
 
-def _in_range(kind, lo, hi, what: str):
-    """argparse type: a ``kind`` (float or int) in [lo, hi] (hi None: no upper bound)."""
-    def parse(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'a number' if kind is float else 'a whole number'}") \
-                from None
-        if v < lo or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(f"{text!r}: {what}")
-        return v
-    return parse
-
-
-_target = _in_range(float, 0.0, 1.0, "a fair-share factor is between 0 and 1")
-_rank = _in_range(int, 1, None, "ranks start at 1")
+_target = in_range(float, 0.0, 1.0, "a fair-share factor is between 0 and 1")
+_rank = in_range(int, 1, None, "ranks start at 1")
 
 
 def register(subparsers) -> None:
@@ -116,13 +102,15 @@ def whatif_data(snap: Snapshot, args: argparse.Namespace, now: int) -> dict:
     params = PriorityParams.from_settings(settings)
     if args.weights:
         params = params.with_weights(args.weights)
+    entries_after = queue_entries(snap, after, params, now)
     data = {
         "algorithm": {"before": alg_before, "after": alg_after},
         "dampening": {"before": settings.dampening, "after": args.dampening or settings.dampening},
         "edits": [f"--{k} {t}" for k, t in args.edits],
         "users": fairshare_changes(before, after),
-        "jobs": order_changes(queue_entries(snap, before, params, now),
-                              queue_entries(snap, after, params, now)),
+        "jobs": order_changes(queue_entries(snap, before, params, now), entries_after),
+        # priorities at Slurm's ceiling after the edits: among them the order is submit time, job id
+        "clamped": sum(e.priority >= PRIORITY_MAX for e in entries_after),
         "pending_jobs": len(queue_entries(snap, before, params, now)),
         "weight_fairshare": params.weight_fairshare,
     }
@@ -135,13 +123,8 @@ def whatif_data(snap: Snapshot, args: argparse.Namespace, now: int) -> dict:
             policy = UsagePolicy.from_settings(settings)
         except ValueError as exc:
             raise InputError(f"the cluster's usage settings: {exc}") from None
-        rec = recovery(after_assocs, key, alg_after, engine_after, policy.period_decay, target=args.target,
-                       target_rank=args.target_rank, others=args.others)
-        rec.update(association={"account": key[0], "user": key[1], "partition": key[2]},
-                   half_life_seconds=policy.half_life, calc_period_seconds=policy.calc_period,
-                   reset_period=policy.reset_period,
-                   seconds=None if rec["periods"] is None else rec["periods"] * policy.calc_period)
-        data["recovery"] = rec
+        data["recovery"] = recovery_report(after_assocs, key, alg_after, engine_after, policy,
+                                           target=args.target, target_rank=args.target_rank, others=args.others)
     elif args.target is not None or args.target_rank is not None:
         raise InputError("--target and --target-rank go with --recovery USER[:ACCOUNT]")
     return data
@@ -186,6 +169,9 @@ def render_whatif(data: dict) -> str:
     changed = sum(r["changed"] for r in data["users"])
     w(f"  (* = changed: {changed} of {len(data['users'])} user associations)")
     w("")
+    if data.get("clamped"):
+        w(f"{data['clamped']} of {data['pending_jobs']} pending jobs' priorities reach Slurm's ceiling, "
+          f"{PRIORITY_MAX}, after the edits: those clamp there and are ordered by submit time and job id.")
     if not data["pending_jobs"]:
         w("No pending jobs are ranked in this input, so no queue order to compare.")
     elif not data["jobs"]:

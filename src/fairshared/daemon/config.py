@@ -13,6 +13,7 @@ See deploy/fairshared.toml for a commented example.
 from __future__ import annotations
 
 import ipaddress
+import socket
 import os
 import stat
 import tomllib
@@ -30,6 +31,7 @@ MAX_TOKEN_FILE_BYTES = 64 * 1024  # the token is the file's one line: a bigger f
 MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
 PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /metrics in any push mode
 MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
+MAX_PROXIES = 64  # http.proxies: a site has a few reverse proxies, not a network's worth of entries
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -62,6 +64,15 @@ def is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
+        return False
+
+
+def resolves(host: str) -> bool:
+    """Whether ``host`` (a name or an address) resolves, asked only to word an error (a listen
+    address that is no address is not "not loopback")."""
+    try:
+        return bool(socket.getaddrinfo(host, None))
+    except (OSError, UnicodeError):
         return False
 
 
@@ -190,6 +201,30 @@ class HttpConfig(_Strict):
     that starts when the interval is over.  The timer's own cycles are not delayed."""
     unhealthy_after: int = Field(5, ge=1)
     """/-/healthy answers 503 after this many failed cycles in a row."""
+    proxies: list[str] = Field(default_factory=list, max_length=MAX_PROXIES)
+    """Addresses (or networks, 10.0.0.0/24) of the reverse proxies trusted to name the caller of
+    /api/v1/ in ``user_header`` (Open OnDemand, Apache or nginx with the site's login); empty by
+    default: the header is then refused from everywhere (403).  The proxy must set the header itself,
+    replacing any a browser sent."""
+    user_header: str = Field("X-Forwarded-User", min_length=1, max_length=64)
+    """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
+
+    @field_validator("proxies")
+    @classmethod
+    def _proxies(cls, v: list[str]) -> list[str]:
+        for text in v:
+            try:
+                ipaddress.ip_network(text.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{text!r} is not an IP address or network") from None
+        return v
+
+    @field_validator("user_header")
+    @classmethod
+    def _header(cls, v: str) -> str:
+        if not all(c.isascii() and (c.isalnum() or c == "-") for c in v):
+            raise ValueError(f"{v!r} is not a header name (letters, digits and '-' only)")
+        return v
 
     @field_validator("listen")
     @classmethod
@@ -203,6 +238,8 @@ class HttpConfig(_Strict):
             raise ValueError("set token or token_file, not both")
         host, _ = parse_listen(self.listen)
         if not (self.token or self.token_file or self.allow_unauthenticated or is_loopback(host)):
+            if not resolves(host):
+                raise ValueError(f"listen {self.listen!r}: {host!r} does not resolve to an address")
             raise ValueError(f"listen {self.listen!r} is not loopback: set token_file (or token), "
                              f"or allow_unauthenticated = true")
         return self
@@ -257,6 +294,13 @@ class StateConfig(_Strict):
     fails is logged, counted (``audit_records_lost`` in /-/status) and never fails the cycle, and
     leaves no partial line; put it outside ``directory`` to keep it when
     that disk is full."""
+
+    @field_validator("directory", "pid_file", "audit_log")
+    @classmethod
+    def _not_empty(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():  # "" used to mean the current directory, silently
+            raise ValueError("an empty path: leave the key out for the default")
+        return v
 
 
 class HistoryConfig(_Strict):

@@ -33,6 +33,7 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 
 from .. import __version__
+from ..api.routes import Api, ViewKeeper
 from ..history import HistoryCollector, HistoryStore
 from ..logs import configure, get_logger
 from ..model import InputError
@@ -42,12 +43,13 @@ from ..sources.accounting import AccountingUsage
 from ..sources.base import Source
 from ..sources.demo import DemoSource
 from . import memory, sdnotify, statefiles
+from .planned import render_planned
 from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
                      resolve_token, with_overrides)
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
-from .runner import Runner, period_for
+from .runner import Runner, algorithm_for, period_for
 from .scheduler import Scheduler, make_scheduler
 
 CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
@@ -192,12 +194,15 @@ class Service:
             metrics = Metrics(version=__version__, per_job=config.metrics.per_job,
                               associations=config.metrics.associations)
         self.metrics = metrics
-        # the fair-share history (history/): a publisher of every cycle, read by the API's /api/v1/history
+        # the API's view of the last cycle (api/routes.py) and the fair-share history (history/), which
+        # /api/v1/history reads: two publishers of every cycle
+        self.views = ViewKeeper(engine_params=lambda snap: algorithm_for(self.config, snap)[1])
         self.history = make_history(config, self.state_dir)
         metrics.watch(HistoryCollector(self.history.health))
+        self.api = Api(self.views, history=self.history)
         self.runner = Runner(config, source, updater, metrics, self.state_dir,
                              assoc_writer=make_assoc_writer(config, self.cluster_source),
-                             publishers=(self.history,))
+                             publishers=(self.views, self.history))
         self._set_info()
         # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
         # the main thread, and Event.set() there deadlocks when the signal lands while that thread
@@ -318,6 +323,17 @@ class Service:
         """(token, whether reads need it), asked at every request: a reload takes effect at once."""
         return self.token, reads_need_token(self.config.http, self.token)
 
+    def api_answer(self, environ: dict, token_ok: bool) -> tuple[int, object]:
+        """GET /api/v1/...: the API's answer, under the running http.proxies and http.user_header."""
+        hc = self.config.http
+        return self.api.answer(environ, token_ok=token_ok, proxies=hc.proxies, user_header=hc.user_header,
+                               reads_need_token=reads_need_token(hc, self.token))
+
+    def endpoints(self) -> Endpoints:
+        """What the HTTP server answers with (daemon/http.py)."""
+        return Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status, health=self.health,
+                         ready=self.ready, recompute=self.http_recompute, auth=self.auth, api=self.api_answer)
+
     def health(self) -> tuple[bool, str]:
         n, limit = self.runner.failures, self.config.http.unhealthy_after
         return (True, "ok\n") if n < limit else (False, f"unhealthy: {n} failed cycles in a row\n")
@@ -434,6 +450,8 @@ class Service:
         if self.once:
             self._say_demo()
             res = self.runner.cycle("once")
+            sys.stdout.write(render_planned(res))  # the values themselves (the log line has the counts)
+            sys.stdout.flush()
             return 0 if res.ok else 1
         self._wake_r, self._wake_w = socket.socketpair()
         for sock in (self._wake_r, self._wake_w):
@@ -458,9 +476,7 @@ class Service:
                 except Exception:
                     sock.close()
                     raise
-        app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
-                                 health=self.health, ready=self.ready, recompute=self.http_recompute,
-                                 auth=self.auth))
+        app = make_app(self.endpoints())
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)
@@ -537,7 +553,7 @@ def command_line_overrides(dry_run=None, period=None, listen=None) -> dict[str, 
         over["push"] = {"dry_run": True}
     if period:
         over["schedule"] = {"period": period}
-    if listen:  # validated like the file's key (address, and a token off loopback)
+    if listen is not None:  # validated like the file's key (address, a token off loopback); '' is refused there
         over["http"] = {"listen": listen}
     return over
 

@@ -7,7 +7,7 @@ Pure, like the rest of the engine: numpy and :mod:`fairshared.model` only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,8 +31,10 @@ def job_assoc(job: Job, index: dict[tuple, int]) -> int | None:
     return index.get((job.account, job.user, None))
 
 
-def fairshare_of(result: Result) -> Callable[[Job], float]:
-    index = assoc_index(result)
+def fairshare_of(result: Result, index: Mapping[tuple, int] | None = None) -> Callable[[Job], float]:
+    """The fair-share factor of a job's association (0 without one, or where blank).  ``index``:
+    :func:`assoc_index` of ``result``, or anything with its ``get`` (built here when None)."""
+    index = assoc_index(result) if index is None else index
 
     def fs(job: Job) -> float:
         i = job_assoc(job, index)

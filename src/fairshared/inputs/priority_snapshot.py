@@ -133,7 +133,29 @@ def inputs_from_dict(doc: object, name: str = "<snapshot>") -> Snapshot:
             raise InputError(f"bad slurm_fairshare ({exc})", where) from None
     ev = block.get("evaluated_at")
     return replace(snap, cluster_info=cluster, jobs=jobs, last_calc=block.get("last_calc"),
-                   reported_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at)
+                   reported_fairshare=slurm_fs, evaluated_at=ev if ev is not None else snap.taken_at,
+                   warnings=[*snap.warnings, *unknown_references(snap.associations, cluster, jobs, name)])
+
+
+def unknown_references(associations, cluster: ClusterInfo, jobs, name: str) -> list[str]:
+    """One warning per kind of name a job gives that the snapshot does not describe: an association
+    (its fair-share factor is then 0), a partition (partition factor 0, tier 1) or a QOS (QOS factor
+    0).  Slurm itself could not hold such a job, so the file was edited or mixed from two clusters;
+    the figures are still computed, as Slurm's formulas give them for what is there."""
+    users = {(a.account, a.user) for a in associations if a.user}
+    kinds = {
+        "an association (account/user)": [f"{j.account}/{j.user}" for j in jobs if (j.account, j.user) not in users],
+        "a partition": [p for j in jobs for p in j.partitions if cluster.partitions and p not in cluster.partitions],
+        "a QOS": [j.qos for j in jobs if j.qos and cluster.qos_priority and j.qos not in cluster.qos_priority],
+    }
+    out = []
+    for kind, names in kinds.items():
+        if names:
+            distinct = list(dict.fromkeys(names))
+            first = ", ".join(distinct[:3])
+            out.append(f"{name}: {len(names)} job(s) name {kind} the snapshot does not describe "
+                       f"({first}{', ...' if len(distinct) > 3 else ''}); it counts as 0")
+    return out
 
 
 def save_inputs(snap: Snapshot, path: str, evaluated_at: float | None, stdout=None) -> None:

@@ -11,6 +11,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..model import InputError
+from ..slurm.units import NICE_OFFSET
+
+NICE_MAX = NICE_OFFSET - 3  # scontrol update nice: refused beyond
 
 # What scontrol show config prints in PriorityFlags (priority_flags_string, slurm_protocol_defs.c,
 # 22.05 to 26.05), and FAIR_TREE, the flag of the releases before 19.05.
@@ -64,6 +67,7 @@ class SnapshotConfig(_Strict):
     no_normal_ambiguous: bool | None = None
     rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm.config.rate_limit)
     slurm_user_uid: Count | None = None
+    private_data: list[str] | None = None  # PrivateData, lower case (slurm.config.private_data)
 
     @field_validator("priority_flags")
     @classmethod
@@ -98,7 +102,7 @@ class JobRecord(_Strict):
     partitions: list[str]
     qos: str = "normal"
     priority: Count | None = None
-    nice: int = 0
+    nice: Annotated[int, Field(ge=-NICE_MAX, le=NICE_MAX)] = 0  # scontrol's bound: |nice| <= NICE_OFFSET - 3
     state: str = "PENDING"
     display_id: str | None = None
     site_factor: int | None = None

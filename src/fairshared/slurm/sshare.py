@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..model import Association, InputError, Snapshot, check_shares, check_usage
+from ..model import Association, InputError, Snapshot, check_shares, USAGE_MAX, check_usage
 
 REQUIRED = ("account", "user", "rawshares", "rawusage")
 
@@ -101,6 +101,10 @@ def parse_sshare(lines: Iterable[str], name: str = "<sshare dump>") -> Snapshot:
             if parent is None and accounts:  # only the first account row (root) has none
                 raise InputError(f"account {account!r} has no parent (is the Account column indented?)",
                                  where())
+            if path and depth != path[-1][0] + 1:  # sshare indents a level by one space, never two
+                raise InputError(f"account {account!r} is indented {depth} spaces, {depth - path[-1][0]} "
+                                 f"more than {parent!r} above it: sshare indents each level by one space "
+                                 "(was the dump edited?)", where())
             if account in accounts:
                 raise InputError(f"duplicate account {account!r}", where())
             if parent is None:
@@ -152,7 +156,7 @@ def _usage(text: str, where: Callable[[], str]) -> float:
         usage = float(text)
     except ValueError:
         usage = math.nan
-    return usage if 0.0 <= usage < math.inf else check_usage(text, where())
+    return usage if 0.0 <= usage <= USAGE_MAX else check_usage(text, where())
 
 
 def _shares(text: str, where: Callable[[], str]) -> int | str:

@@ -9,6 +9,7 @@ every reader of it sees the same text.  ``calls`` records each command line run 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections import deque
@@ -17,7 +18,35 @@ from dataclasses import dataclass, field
 
 from ..records import SourceError, SourceTimeout
 
-__all__ = ["SlurmCommands"]
+__all__ = ["SlurmCommands", "no_slurm_conf"]
+
+# where Slurm's commands find slurm.conf without $SLURM_CONF: Debian's and most packages' default,
+# Debian's before 21.08, and the cache that slurmd or sackd keep on a configless node (23.11+ docs)
+NO_CONF_WAIT = 5.0  # seconds a command may take when no slurm.conf is in sight (a configless answer is quick)
+CONF_PLACES = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/run/slurm/conf/slurm.conf")
+
+
+def no_slurm_conf(exe: str, env) -> str | None:
+    """Why Slurm's commands cannot find their configuration, or None when they may.
+
+    Without $SLURM_CONF and with no slurm.conf where a command looks (CONF_PLACES, or beside a
+    source build: ``<prefix>/etc/slurm.conf`` for ``<prefix>/bin/<command>``), every Slurm command
+    asks DNS for a configless SRV record and fails after about a minute: said at once instead, naming
+    what was looked for (a host that only has Slurm's commands, the README's newcomer without
+    --demo)."""
+    if env.get("SLURM_CONF"):
+        return None
+    found = shutil.which(exe, path=env.get("PATH")) if os.sep not in exe else exe
+    if not found:
+        return None  # "command not found" says it better
+    places = list(CONF_PLACES)
+    if found:
+        places.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(found))), "etc", "slurm.conf"))
+    if any(os.path.exists(p) for p in places):
+        return None
+    return (f"no slurm.conf: $SLURM_CONF is not set and none of {', '.join(places)} exists (without one "
+            "Slurm's commands ask DNS for a configless record, a minute to fail); set SLURM_CONF, or use "
+            "--demo to try fairshared without Slurm")
 
 
 @dataclass
@@ -71,17 +100,22 @@ class SlurmCommands:
     def _run(self, argv: list[str]) -> str:
         exe = os.path.join(self.bin_dir, argv[0]) if self.bin_dir else argv[0]
         what = " ".join(argv[:3])
+        # no slurm.conf in sight: a configless node answers at once, one without Slurm after a minute
+        missing = no_slurm_conf(exe, self.env if self.env is not None else os.environ)
+        timeout = min(self.timeout, NO_CONF_WAIT) if missing else self.timeout
         t0 = time.monotonic()
         try:
-            res = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=self.timeout,
+            res = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout,
                                  env=self.env, stdin=subprocess.DEVNULL, errors="replace")
         except FileNotFoundError:
             raise SourceError(f"{argv[0]}: command not found (is Slurm installed and on PATH?)") from None
         except subprocess.TimeoutExpired:
+            if missing:
+                raise SourceError(f"`{what}` did not answer within {timeout:g} s and {missing}") from None
             raise SourceTimeout(f"`{what}` did not answer within {self.timeout:g} s") from None
         finally:
             self.calls.append((" ".join(argv)[:200], time.monotonic() - t0))  # the whole command
         if res.returncode != 0:
             err = (res.stderr.strip().splitlines() or ["no error message"])[-1]
-            raise SourceError(f"`{what}` failed (exit {res.returncode}): {err}")
+            raise SourceError(f"`{what}` failed (exit {res.returncode}): {err}" + (f"; {missing}" if missing else ""))
         return res.stdout
