@@ -100,7 +100,10 @@ def demo(tmp_path_factory):
     d.stop()
 
 
-def screenshot(driver, name: str) -> Path:
+def screenshot(driver, name: str, show: str | None = None) -> Path:
+    """Save the window as NAME.png in the test's tmp dir, scrolled to the element ``show`` (CSS)."""
+    if show:
+        driver.execute_script("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", show)
     path = driver.shots / f"{name}.png"
     driver.save_screenshot(str(path))
     print(f"screenshot: {path}")
@@ -203,7 +206,7 @@ def test_clicking_a_user_shows_the_metrics_values_of_that_cycle(browser, demo):
         assert float(r.find_element(By.CSS_SELECTOR, "[data-k='fairshare']").text) == pytest.approx(m["fairshare"], abs=5e-7)
         assert r.find_element(By.CSS_SELECTOR, "[data-k='rank']").text == f"{int(m['rank'])} of {len(want)}"
     assert text(browser, "#cycle").startswith(f"cycle {cycle} ")
-    screenshot(browser, "alice")
+    screenshot(browser, "alice", "#standing")
     assert console_errors(browser) == []
 
 
@@ -236,7 +239,11 @@ def test_a_pasted_job_id_is_explained_and_compared(browser, demo):
         browser.find_element(By.CSS_SELECTOR, "#job-out ul.against button").click()
         vs = wait_for(browser, "document.querySelector('#job-out table caption')?.textContent === 'points, a − b' && "
                                "document.querySelector('#job-out p.lead').textContent")
-        assert f"job {others[0]['job_id']} (" in vs
+        assert f"job {others[0]['job_id']} (" in vs.lower() and f"job {job} (" in vs.lower()
+        assert " is ahead of " in vs
+        screenshot(browser, "job-vs")
+        browser.find_element(By.CSS_SELECTOR, "#job-out > button.link").click()  # back to the job alone
+        wait_for(browser, f"document.querySelector('#job-out p.lead')?.textContent.startsWith('Job {job}: ')")
     screenshot(browser, "job")
     assert console_errors(browser) == []
 
@@ -258,7 +265,7 @@ def test_my_pending_jobs_say_where_they_stand_and_recovery_is_estimated(browser,
     browser.find_element(By.CSS_SELECTOR, "#recovery-form button").click()
     got = wait_for(browser, "document.querySelector('#recovery p')?.textContent")
     assert got.startswith("Now: factor ")
-    screenshot(browser, "me")
+    screenshot(browser, "me", "#recovery")
     assert console_errors(browser) == []
 
 
@@ -276,7 +283,7 @@ def test_the_history_plot_has_points_after_a_few_cycles(browser, demo):
     hist = json.loads(demo.get("/api/v1/history?user=bob"))
     assert n == sum(len(s["points"]) for s in hist["series"]) >= 4
     assert text(browser, "#history ul.keys li").startswith("physics · ")
-    screenshot(browser, "history")
+    screenshot(browser, "history", "#history")
     assert console_errors(browser) == []
 
 

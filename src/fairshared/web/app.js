@@ -39,7 +39,8 @@ function fmt(v, digits = 6) {
 const int = (v) => (num(v) === null ? "–" : Math.round(num(v)).toLocaleString("en-US"));
 const signed = (v) => (v > 0 ? "+" : v < 0 ? "−" : "±") + Math.abs(Math.round(v)).toLocaleString("en-US");
 const ordinal = (n) => n + (["th", "st", "nd", "rd"][(n % 100 - 20) % 10] || ["th", "st", "nd", "rd"][n % 100] || "th");
-const when = (t) => new Date(t * 1000).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short" });
+const when = (t, seconds = false) => new Date(t * 1000).toLocaleString("en-GB",
+  { dateStyle: "medium", timeStyle: seconds ? "medium" : "short" });
 const pathText = (path) => path.map((p) => (p.user || p.account) + (num(p.level_fs) === null ? "" : " " + fmt(p.level_fs, 3))).join(" › ");
 const rowName = (r) => (r.user ? `${r.user} (${r.account}${r.partition ? ", " + r.partition : ""})` : r.account);
 
@@ -53,7 +54,10 @@ async function api(path) {
 }
 
 function showCycle(c) {
-  $("cycle").textContent = `cycle ${c.number} · ${c.algorithm} · evaluated ${when(c.evaluated_at)}`;
+  const age = num(c.age_seconds) === null ? "" : ` (${duration(c.age_seconds)} ago)`;
+  $("cycle").textContent = `cycle ${c.number} · ${c.algorithm} · evaluated ${when(c.evaluated_at)}${age}` +
+    (c.stale ? " · stale: the cycles since have failed" : "");
+  $("cycle").classList.toggle("error", Boolean(c.stale));
 }
 
 // Fair share 0 → warm red, 0.5 → pale yellow, 1 → blue; all light enough for dark text (contrast > 7:1).
@@ -253,8 +257,9 @@ async function showHistory(user) {
     svg.append(h("svg:line", { x1: L, x2: W - R, y1: Y(f), y2: Y(f), class: "grid" }),
       h("svg:text", { x: L - 6, y: Y(f) + 4, "text-anchor": "end", text: f.toFixed(2) }));
   }
-  svg.append(h("svg:text", { x: L, y: H - 6, text: when(t0) }),
-    h("svg:text", { x: W - R, y: H - 6, "text-anchor": "end", text: when(t1) }));
+  const short = t1 - t0 < 7200;   // minutes apart: show the seconds
+  svg.append(h("svg:text", { x: L, y: H - 6, text: when(t0, short) }),
+    h("svg:text", { x: W - R, y: H - 6, "text-anchor": "end", text: when(t1, short) }));
   const legend = h("ul", { class: "keys" });
   series.forEach((s, i) => {
     const cls = `s${i % 4}`;
@@ -287,11 +292,13 @@ async function showRecovery(ev) {
   const account = $("rec-account").value, target = $("rec-target").value;
   try {
     const w = await api(`/api/v1/users/${encodeURIComponent(current)}/recovery?account=${encodeURIComponent(account)}&target=${encodeURIComponent(target)}`);
-    const r = w.recovery;
+    const r = w.recovery || w;   // the API answers whatif's "recovery" object itself
     const lines = [`Now: factor ${fmt(r.fairshare_now)}, rank ${r.rank_now}. Target: ${r.target !== null ? "factor " + fmt(r.target) : "rank " + r.target_rank}.`];
-    if (r.seconds === null || r.seconds === undefined) {
-      lines.push(`Not within ${int(r.horizon_periods)} periods if nothing changes (factor then ${fmt(r.fairshare_at_horizon)}): ` +
-        "usage decays for everyone alike, so ratios — and the factor — move only when others run.");
+    if (r.periods === 0) {
+      lines.push("Already there: the factor (or rank) is at or better than the target now.");
+    } else if (r.seconds === null || r.seconds === undefined) {
+      lines.push(`Not within ${int(r.horizon_periods)} periods if nothing changes (factor then ${fmt(r.fairshare_at_horizon)})` +
+        (r.others === "decay" ? ": usage decays for everyone alike, so its ratios — and the factor — move only when others run." : "."));
     } else {
       lines.push(`In about ${duration(r.seconds)} (${int(r.periods)} periods of ${duration(r.calc_period_seconds)}), if ${current} runs nothing more.`);
     }
@@ -316,7 +323,8 @@ async function explainInto(box, id, vs) {
   try {
     const q = `/api/v1/jobs/${encodeURIComponent(id)}${vs ? `?vs=${encodeURIComponent(vs)}` : ""}`;
     const e = await api(q);
-    box.replaceChildren(...(vs ? explainVs(e) : explainJob(e, box)));
+    const back = vs && h("button", { class: "link", text: `← job ${id} alone`, onclick: () => explainInto(box, id) });
+    box.replaceChildren(...(vs ? [back, ...explainVs(e)] : explainJob(e, box)));
   } catch (e) { box.replaceChildren(error(e)); }
 }
 
@@ -341,7 +349,7 @@ function explainJob(e, box) {
   if (q) {
     out.push(h("p", { class: "lead", text: `${ordinal(q.place)} of ${q.of} in ${q.partition}'s queue.` }));
     const who = (list, label) => list.length ? [h("p", { text: label }), h("ul", { class: "against" }, list.map((o) => h("li", {},
-      `job ${o.job_id} (${o.user}, ${o.account}): priority ${int(o.priority)}, ${signed(o.difference)} — ${o.why} `,
+      `job ${o.job_id} (${o.user}, ${o.account}): priority ${int(o.priority)} (${signed(o.difference)}): ${o.why} `,
       h("button", { class: "link", text: "compare", onclick: () => explainInto(box, j.job_id, o.job_id) }))))] : [];
     out.push(...who(q.ahead, "Just ahead of it:"), ...who(q.behind, "Just behind it:"));
   }
