@@ -48,12 +48,21 @@ def _install() -> str | None:
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         return f"{CHROMIUM} or {CHROMEDRIVER} missing and not root with apt-get to install {' '.join(PACKAGES)}"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    argv = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", *PACKAGES]
-    for attempt in (argv, ["apt-get", "update", "-q"], argv):
-        r = subprocess.run(attempt, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-        if r.returncode == 0 and attempt is argv:
-            return None
-    return f"apt-get install {' '.join(PACKAGES)} failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300", *PACKAGES]
+
+    def apt(argv):
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+
+    r = apt(install)
+    if r.returncode != 0:  # as deploy/dev-cluster/up: update the lists only when the install fails
+        apt(["apt-get", "update", "-q", "-o", "DPkg::Lock::Timeout=300"])
+        r = apt(install)
+    if r.returncode != 0:
+        last = ((r.stderr or r.stdout).strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return f"apt-get install {' '.join(PACKAGES)} failed: {last}"
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        return f"apt-get installed {' '.join(PACKAGES)} but {CHROMIUM} or {CHROMEDRIVER} is still missing"
+    return None
 
 
 @pytest.fixture(scope="session")
