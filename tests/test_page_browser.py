@@ -180,14 +180,25 @@ def test_the_page_loads_without_console_errors_and_draws_the_tree(browser, demo)
 
 def test_the_tree_zooms_by_keyboard_and_back(browser, demo):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     open_page(browser, demo.url + "/")
-    physics = browser.find_element(By.CSS_SELECTOR, "#tree g.account[aria-label^='physics:']")
+    # one tab stop for the tree: its first association (root's own user), then the arrows
+    stops = browser.find_elements(By.CSS_SELECTOR, "#tree g[tabindex='0']")
+    assert [g.get_attribute("aria-label").split(":")[0] for g in stops] == ["root (root)"]
+    browser.find_element(By.ID, "tree-h").click()
+    ActionChains(browser).send_keys(Keys.TAB).perform()  # from the heading, Tab lands on the tree
+    assert browser.switch_to.active_element == stops[0]
+    ActionChains(browser).send_keys(Keys.ARROW_RIGHT).perform()
+    physics = browser.switch_to.active_element
+    assert physics.get_attribute("aria-label").startswith("physics:")
     physics.send_keys(Keys.ENTER)
     wait_for(browser, "document.querySelector('#crumbs [aria-current]').textContent === 'physics'")
     # under physics: alice, bob, astro, theory, and astro's and theory's five users
     wait_for(browser, "document.querySelectorAll('#tree svg g rect').length === 10")
+    # the focus stays in the tree, on the first association under physics
+    assert browser.switch_to.active_element.get_attribute("aria-label").startswith("alice (physics):")
     assert text(browser, "#tree-note") == "9 associations in this view (3 levels down)."
     screenshot(browser, "tree-physics")
     browser.find_element(By.CSS_SELECTOR, "#crumbs button").click()  # "root"

@@ -142,7 +142,8 @@ function drawTree(top, data, depth) {
     class: "icicle" });
   for (const b of boxes) {
     if (b.w < 1) continue;   // too thin to see or hit; its parent's tooltip still counts it (NOT A BUG)
-    const g = h("svg:g", { class: b.more ? "more" : b.row.user ? "user" : "account", tabindex: 0, role: "button" });
+    const g = h("svg:g", { class: b.more ? "more" : b.row.user ? "user" : "account", tabindex: -1, role: "button",
+      "data-level": b.level, "data-x": b.x + b.w / 2 });
     const r = h("svg:rect", { x: b.x + 0.5, y: b.level * LEVEL_H + 0.5, width: Math.max(0.5, b.w - 1), height: LEVEL_H - 2,
       rx: 3, fill: b.more ? "url(#hatch)" : rowColour(b.row) });
     let label, title, act;
@@ -174,13 +175,19 @@ function drawTree(top, data, depth) {
     if (act) {
       g.addEventListener("click", act);
       g.addEventListener("keydown", (ev) => { if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); act(); } });
-    } else g.removeAttribute("tabindex");
+    } else { g.removeAttribute("tabindex"); g.removeAttribute("role"); }
     svg.append(g);
   }
   svg.prepend(h("svg:defs", {}, h("svg:pattern", { id: "hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse",
     patternTransform: "rotate(45)" }, h("svg:rect", { width: 6, height: 6, fill: "#eee" }),
     h("svg:line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#999", "stroke-width": 2 }))));
+  const stops = [...svg.querySelectorAll("g[tabindex]")];
+  const first = stops.find((g) => g.dataset.level === "1") || stops[0];
+  if (first) first.setAttribute("tabindex", "0");
+  svg.addEventListener("keydown", (ev) => arrowKey(ev, stops));
+  const hadFocus = $("tree").contains(document.activeElement);   // a zoom by keyboard keeps the focus
   show("tree", svg);
+  if (hadFocus && first) first.focus();
   const n = (x) => x.toLocaleString("en-US");
   $("tree-note").textContent = (data.total > data.items.length
     ? `${n(data.items.length)} of ${n(data.total)} associations` : `${n(data.total)} associations`) +
@@ -191,6 +198,25 @@ function drawTree(top, data, depth) {
     performance.mark("fairshared:tree-drawn");
     document.body.dataset.treeDrawn = String(performance.now());
   }
+}
+
+// One tab stop for the whole tree (a roving tabindex): the arrows move between rectangles, Left and
+// Right along a band, Up and Down to the band above or below, nearest to the one left.
+function arrowKey(ev, stops) {
+  const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+  const at = stops.indexOf(document.activeElement);
+  if (!(ev.key in moves) || at < 0) return;
+  ev.preventDefault();
+  const [dl, dx] = moves[ev.key], here = stops[at];
+  const level = Number(here.dataset.level) + dl, x = Number(here.dataset.x);
+  const band = stops.filter((g) => Number(g.dataset.level) === level);
+  let next;
+  if (dx) next = band[band.indexOf(here) + dx];
+  else next = band.reduce((best, g) => (!best || Math.abs(g.dataset.x - x) < Math.abs(best.dataset.x - x) ? g : best), null);
+  if (!next) return;
+  here.setAttribute("tabindex", "-1");
+  next.setAttribute("tabindex", "0");
+  next.focus();
 }
 
 function zoom(row) { crumbs.push({ id: row.id, account: row.account, user: null, children: row.children }); showTree(); }
