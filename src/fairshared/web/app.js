@@ -295,7 +295,7 @@ async function showHistory(user) {
       svg.append(h("svg:circle", { class: `pt ${cls}`, cx: X(p[0]), cy: Y(num(p[1])), r: 2.5 },
         h("svg:title", { text: `${s.account}: ${fmt(p[1])} (rank ${p[2] ?? "–"}) at ${when(p[0])}` })));
     }
-    legend.append(h("li", { class: cls, text: `${s.account}${s.partition ? ` (${s.partition})` : ""} · ${pts.length} points, by ${s.resolution}` }));
+    legend.append(h("li", { class: cls, text: `${s.account}${s.partition ? ` (${s.partition})` : ""} · ${pts.length} point${pts.length === 1 ? "" : "s"}, by ${s.resolution}` }));
   });
   show("history", svg, legend);
 }
