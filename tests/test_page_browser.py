@@ -339,3 +339,35 @@ def test_a_tree_of_100000_associations_shows_its_first_view_within_2_s(browser, 
     assert len(browser.find_elements(By.CSS_SELECTOR, "#tree svg g rect")) > 100
     screenshot(browser, "tree-100000")
     assert console_errors(browser) == []
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wide")
+    cfg = write_config(tmp / "fs.toml", f'[schedule]\nperiod = 3600\n[state]\ndirectory = "{tmp}/state"\n')
+    d = Daemon(tmp, str(cfg), "flat3000",
+               command=[sys.executable, str(Path(__file__).with_name("big_tree_daemon.py"))])
+    d.wait_ready(60)
+    d.wait_cycle(1, 120)
+    yield d
+    d.stop()
+
+
+def test_more_children_than_a_page_are_paged_through(browser, wide):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, wide.url + "/")
+    browser.find_element(By.CSS_SELECTOR, "#tree g.account[aria-label^='wide:']").click()
+    note = "document.querySelector('#tree-note').textContent"
+    wait_for(browser, f"{note}.startsWith('1–2,000 of 3,000 associations in this view (1 level down)')")
+    users = browser.find_elements(By.CSS_SELECTOR, "#tree g.user")
+    assert len(users) == 2000 and users[0].get_attribute("data-user") == "u0"
+    browser.find_element(By.CSS_SELECTOR, "#tree g.more").click()  # "+1,000 more"
+    wait_for(browser, f"{note}.startsWith('2,001–3,000 of 3,000 ')")
+    users = browser.find_elements(By.CSS_SELECTOR, "#tree g.user")
+    assert len(users) == 1000 and users[-1].get_attribute("data-user") == "u2999"
+    assert browser.find_element(By.CSS_SELECTOR, "#tree g.more text").text == "← 2,000"
+    screenshot(browser, "tree-wide-page-2")
+    browser.find_element(By.CSS_SELECTOR, "#tree g.more").click()  # back to the first page
+    wait_for(browser, f"{note}.startsWith('1–2,000 of 3,000 ')")
+    assert console_errors(browser) == []

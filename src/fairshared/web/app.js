@@ -87,11 +87,12 @@ let firstDraw = true;
 // hold every child: the rest is drawn as one "+N more" block.
 async function showTree() {
   const top = crumbs[crumbs.length - 1];
-  const url = (depth, limit) => `/api/v1/tree?parent=${top.id}&depth=${depth}&limit=${limit}`;
+  const url = (depth, limit, offset = 0) => `/api/v1/tree?parent=${top.id}&depth=${depth}&limit=${limit}&offset=${offset}`;
   try {
     let depth = TREE_DEPTH;
     while (depth > 1 && (await api(url(depth, 1))).total > TREE_LIMIT) depth--;
-    const data = await api(url(depth, TREE_LIMIT));
+    // only a one-level view is paged (a deeper one fits a page whole): the top's children from offset
+    const data = await api(url(depth, TREE_LIMIT, depth === 1 ? top.offset || 0 : 0));
     if (depth === 1) top.children = data.total;
     drawTree(top, data, depth);
   } catch (e) { show("tree", error(e)); }
@@ -116,18 +117,21 @@ function layout(top, items, width, depth) {
     const rows = kids.get(node.id) || [];
     const total = node.children ?? rows.length;
     if (!rows.length && !total) return;
-    const fetched = total ? Math.min(1, rows.length / total) : 1;
-    const span = (x1 - x0) * fetched;
+    // the rows of other pages (only the top's children are paged): a block each side, 90 px at most
+    const before = node === top ? top.offset || 0 : 0, after = Math.max(0, total - before - rows.length);
+    const room = (n) => (n ? (rows.length ? Math.min(90, (x1 - x0) * 0.3) : x1 - x0) : 0);
+    if (before) boxes.push({ more: before, back: true, parent: node, x: x0, w: room(before), level });
+    let x = x0 + room(before);
+    const span = x1 - x - room(after);
     const shares = rows.map((r) => Math.max(0, num(r.norm_shares) || 0));
     const sum = shares.reduce((a, b) => a + b, 0);
-    let x = x0;
     rows.forEach((r, i) => {
       const w = span * (0.85 * (sum > 0 ? shares[i] / sum : 1 / rows.length) + 0.15 / rows.length);
       boxes.push({ row: r, x, w, level });
       place(r, x, x + w, level + 1);
       x += w;
     });
-    if (rows.length < total && level <= depth) boxes.push({ more: total - rows.length, parent: node, x, w: x1 - x, level });
+    if (after && level <= depth) boxes.push({ more: after, parent: node, x, w: x1 - x, level });
   };
   boxes.push({ row: top, x: 0, w: width, level: 0, top: true });
   place(top, 0, width, 1);
@@ -141,16 +145,22 @@ function drawTree(top, data, depth) {
   const svg = h("svg:svg", { width, height: levels * LEVEL_H, viewBox: `0 0 ${width} ${levels * LEVEL_H}`,
     class: "icicle" });
   for (const b of boxes) {
-    if (b.w < 1) continue;   // too thin to see or hit; its parent's tooltip still counts it (NOT A BUG)
+    if (b.w < 0.2) continue;   // too thin to see or hit (thinner ones still blend into a band's colour)
     const g = h("svg:g", { class: b.more ? "more" : b.row.user ? "user" : "account", tabindex: -1, role: "button",
       "data-level": b.level, "data-x": b.x + b.w / 2 });
-    const r = h("svg:rect", { x: b.x + 0.5, y: b.level * LEVEL_H + 0.5, width: Math.max(0.5, b.w - 1), height: LEVEL_H - 2,
+    const thin = b.w < 3;   // no white gap around a sliver: it would be all gap
+    if (thin) g.classList.add("thin");
+    const r = h("svg:rect", { x: b.x + (thin ? 0 : 0.5), y: b.level * LEVEL_H + 0.5, width: thin ? b.w : b.w - 1, height: LEVEL_H - 2,
       rx: 3, fill: b.more ? "url(#hatch)" : rowColour(b.row) });
     let label, title, act;
     if (b.more) {
-      label = `+${b.more.toLocaleString("en-US")} more`;
-      title = `${label} under ${b.parent.account}: zoom in to page through them`;
-      act = () => zoom(b.parent);
+      const paged = b.parent === top;
+      label = b.back ? `← ${b.more.toLocaleString("en-US")}` : `+${b.more.toLocaleString("en-US")} more`;
+      title = `${label} under ${b.parent.account}: ${paged ? (b.back ? "the previous page" : "the next page") : "zoom in to see them"}`;
+      act = !paged ? () => zoom(b.parent) : () => {
+        top.offset = b.back ? Math.max(0, (top.offset || 0) - TREE_LIMIT) : (top.offset || 0) + (data.items.length);
+        showTree();
+      };
     } else if (b.top) {
       label = crumbs.map((c) => c.account).join(" › ");
       title = crumbs.length > 1 ? `${label}: back up one level` : "root";
@@ -190,7 +200,7 @@ function drawTree(top, data, depth) {
   if (hadFocus && first) first.focus();
   const n = (x) => x.toLocaleString("en-US");
   $("tree-note").textContent = (data.total > data.items.length
-    ? `${n(data.items.length)} of ${n(data.total)} associations` : `${n(data.total)} associations`) +
+    ? `${n(data.offset + 1)}–${n(data.offset + data.items.length)} of ${n(data.total)} associations` : `${n(data.total)} associations`) +
     ` in this view (${depth} level${depth > 1 ? "s" : ""} down)` +
     (boxes.some((b) => b.level === depth && b.row && b.row.children) ? "; zoom in for the rest." : ".");
   if (firstDraw) {   // what the browser test times: navigation start → the first tree on screen
@@ -219,7 +229,7 @@ function arrowKey(ev, stops) {
   next.focus();
 }
 
-function zoom(row) { crumbs.push({ id: row.id, account: row.account, user: null, children: row.children }); showTree(); }
+function zoom(row) { crumbs.push({ id: row.id, account: row.account, user: null, children: row.children, offset: 0 }); showTree(); }
 
 // A user association clicked in the tree: its row at once, then that user's whole standing.
 function pick(row) {
