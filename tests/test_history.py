@@ -433,3 +433,22 @@ def test_the_collector_reports_failures_by_reason():
     assert got[("fairshared_history_write_failures", (("reason", "locked"),))] == 2
     assert got[("fairshared_history_write_failures", (("reason", "full"),))] == 1
     assert not any(name == "fairshared_history_rows" for name, _ in got)  # nothing written yet: absent, not 0
+
+
+def test_the_size_benchmark_runs_and_its_figures_grow_with_the_history(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "history_size.py"
+    proc = subprocess.run([sys.executable, str(bench), "--users", "200", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    day, month, year = rows[1:]
+    assert day["writes"] == 289 and day["tables"]["cycle_points"] > 0
+    assert day["file_bytes"] < month["file_bytes"] < year["file_bytes"]
+    # one user's year: 335 days, the month's hours, a day of cycles: no gap, no overlap
+    assert year["query_year"]["by_resolution"]["cycle"] == 288
+    assert year["query_year"]["by_resolution"]["day"] + year["query_year"]["by_resolution"]["hour"] / 24 \
+        == pytest.approx(365 - 1, abs=1.1)
