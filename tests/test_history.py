@@ -186,6 +186,19 @@ def test_a_cycle_in_the_same_second_replaces_the_earlier_one(tmp_path):
     assert s.health.rows["cycle"] == 3
 
 
+def test_a_clock_stepped_back_neither_rolls_nor_prunes_and_the_history_goes_on(tmp_path):
+    s = store(tmp_path)
+    fill(s, 2 * 12 + 1)  # two hours and a cycle: two hours rolled
+    before = dict(s.health.rows)
+    assert s.write(T0 + HOUR + 60, rows_at(99))  # the clock went back 59 minutes
+    assert s.health.rows == {**before, "cycle": before["cycle"] + 3}
+    assert s.write(T0 + 25 * PERIOD, rows_at(25))
+    points = s.series([("a", "u1", None)], None, None)[0]["points"]
+    assert [p[0] for p in points] == sorted([T0 + i * PERIOD for i in range(26)] + [T0 + HOUR + 60])
+    con = sqlite3.connect(tmp_path / "history.sqlite")
+    assert con.execute("SELECT count(*) FROM hour_points").fetchone()[0] == 2 * 3  # the step rolled nothing again
+
+
 # -- a database that is garbage, locked, full or not ours ----------------------------------------------------
 
 def failures(s: HistoryStore) -> dict[str, int]:

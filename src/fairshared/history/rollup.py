@@ -14,8 +14,13 @@ How a downsampled point is made (an hour from its cycles, a day from its hours):
 
 Each write rolls only what it closed: the cycles of the hours between the mark ``hour_done`` and
 the hour of the newest cycle, and then the hours of the days between ``day_done`` and the day of
-``hour_done``: never a rescan of the tables.  A cycle older than ``hour_done`` (the clock stepped
-back) stays in the cycle table and is rolled into no hour.
+``hour_done``: never a rescan of the tables.
+
+"Now" is the cycle's own time.  A cycle older than ``hour_done`` (the wall clock stepped back) stays
+in the cycle table, is rolled into no hour and is pruned with its neighbours; it neither rolls nor
+prunes anything itself.  A clock set far forward and back again moved the marks ahead: the cycles
+written after it are not deleted by the bogus "now", but they are rolled only from ``hour_done`` on
+and the series shows them only from the marks on (:mod:`.query`) until real time passes them.
 """
 
 from __future__ import annotations
