@@ -422,6 +422,28 @@ def test_the_daemon_records_every_computed_cycle_and_exports_the_history_metrics
             os.close(fd)
 
 
+def test_a_reload_turns_the_history_off_and_changes_its_retentions_at_once(tmp_path):
+    from fairshared.daemon.config import load_config
+    from fairshared.daemon.service import Service
+
+    conf = tmp_path / "fairshared.toml"
+    conf.write_text(f'[state]\ndirectory = "{tmp_path / "state"}"\n')
+    svc = Service(load_config(conf), str(conf), demo=True, once=True)
+    try:
+        assert svc.history.enabled and svc.history.keep["hour"] == 31 * DAY
+        conf.write_text(f'[state]\ndirectory = "{tmp_path / "state"}"\n'
+                        f'[history]\nenabled = false\nhourly_days = 7\npath = "other.sqlite"\n')
+        svc.reload()
+        assert not svc.history.enabled and svc.history.keep["hour"] == 7 * DAY
+        assert svc.history.path == tmp_path / "state" / "history.sqlite"  # the path waits for a restart
+        svc.runner.cycle("test")
+        assert not (tmp_path / "state" / "history.sqlite").exists()
+    finally:
+        svc.history.close()
+        for fd in svc._locks:
+            os.close(fd)
+
+
 def test_history_off_writes_no_file(tmp_path):
     s = HistoryStore(tmp_path / "h.sqlite", KEEP, enabled=False, set_aside=statefiles.set_aside)
     res = CycleResult(number=1, started=T0, algorithm="fair_tree", source="test", push_mode="off",

@@ -144,7 +144,7 @@ class HistoryStore:
             known = {**self._ids, **ids}
             gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount  # a cycle in the same second
             # in key order: appended to the B-tree's end, pages filled whole
-            points = sorted((known[k], f, r, u, n) for k, f, r, u, n in rows)
+            points = sorted(((known[k], f, r, u, n) for k, f, r, u, n in rows), key=lambda p: p[0])
             added = con.executemany("INSERT INTO cycle_points VALUES (?, ?, ?, ?, ?, ?)",
                                     [(t, *p) for p in points]).rowcount
             con.execute("INSERT OR IGNORE INTO times VALUES ('cycle', ?)", (t,))
