@@ -61,11 +61,12 @@ def _set(con: sqlite3.Connection, **values: int) -> None:
 
 def _roll(con, sql: str, res: str, src: str, start: int, end: int, width: int) -> int:
     """Roll the ``src`` points of [start, end) into ``res`` buckets of ``width``; rows added."""
-    before = con.execute(f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?", (start, end)).fetchone()[0]
+    count = f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?"
+    before = con.execute(count, (start, end)).fetchone()[0]
     con.execute(sql, (start, end))
     con.execute(f"INSERT OR IGNORE INTO times (res, t) SELECT DISTINCT ?, t - t % {width} FROM times "
                 f"WHERE res = ? AND t >= ? AND t < ?", (res, src, start, end))
-    after = con.execute(f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?", (start, end)).fetchone()[0]
+    after = con.execute(count, (start, end)).fetchone()[0]
     return after - before
 
 

@@ -95,7 +95,8 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection:
             raise sqlite3.DatabaseError(f"not a fairshared history file (application_id {app:#x})")
         if write:
             con.execute("PRAGMA journal_mode = WAL")
-            con.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut loses the last cycles, never the file
+            # WAL: a power cut loses the last cycles, never the file
+            con.execute("PRAGMA synchronous = NORMAL")
             # the log is reused, not shrunk, after a checkpoint: without a limit it stays as big as the
             # largest transaction it ever held (a day's rollup)
             con.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")

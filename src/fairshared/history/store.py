@@ -142,7 +142,8 @@ class HistoryStore:
                 ids[(a, u, p)] = con.execute("INSERT INTO assoc (account, user, partition) VALUES (?, ?, ?)",
                                              (a, u or "", p or "")).lastrowid
             known = {**self._ids, **ids}
-            gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount  # a cycle in the same second
+            # a cycle in the same second as the last one replaces it
+            gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount
             # in key order: appended to the B-tree's end, pages filled whole
             points = sorted(((known[k], f, r, u, n) for k, f, r, u, n in rows), key=lambda p: p[0])
             added = con.executemany("INSERT INTO cycle_points VALUES (?, ?, ?, ?, ?, ?)",
@@ -209,7 +210,8 @@ class HistoryStore:
         """The points of the associations ``keys`` between ``since`` and ``until`` (Unix seconds,
         None = unbounded); see :func:`.query.read_series` for the answer and which resolution
         serves which part of the span.  [] when the history is off or has no file yet;
-        :class:`HistoryUnavailable` when the file cannot be read."""
+        :class:`HistoryUnavailable` when the file cannot be read (an API answers 503), ValueError for
+        a key that is not three parts or is all None (a caller's bug: 400)."""
         if not self.enabled:
             return []
         with self._read_lock:
