@@ -186,6 +186,19 @@ def test_a_cycle_in_the_same_second_replaces_the_earlier_one(tmp_path):
     assert s.health.rows["cycle"] == 3
 
 
+def test_a_clock_stepped_back_neither_rolls_nor_prunes_and_the_history_goes_on(tmp_path):
+    s = store(tmp_path)
+    fill(s, 2 * 12 + 1)  # two hours and a cycle: two hours rolled
+    before = dict(s.health.rows)
+    assert s.write(T0 + HOUR + 60, rows_at(99))  # the clock went back 59 minutes
+    assert s.health.rows == {**before, "cycle": before["cycle"] + 3}
+    assert s.write(T0 + 25 * PERIOD, rows_at(25))
+    points = s.series([("a", "u1", None)], None, None)[0]["points"]
+    assert [p[0] for p in points] == sorted([T0 + i * PERIOD for i in range(26)] + [T0 + HOUR + 60])
+    con = sqlite3.connect(tmp_path / "history.sqlite")
+    assert con.execute("SELECT count(*) FROM hour_points").fetchone()[0] == 2 * 3  # the step rolled nothing again
+
+
 # -- a database that is garbage, locked, full or not ours ----------------------------------------------------
 
 def failures(s: HistoryStore) -> dict[str, int]:
@@ -409,6 +422,28 @@ def test_the_daemon_records_every_computed_cycle_and_exports_the_history_metrics
             os.close(fd)
 
 
+def test_a_reload_turns_the_history_off_and_changes_its_retentions_at_once(tmp_path):
+    from fairshared.daemon.config import load_config
+    from fairshared.daemon.service import Service
+
+    conf = tmp_path / "fairshared.toml"
+    conf.write_text(f'[state]\ndirectory = "{tmp_path / "state"}"\n')
+    svc = Service(load_config(conf), str(conf), demo=True, once=True)
+    try:
+        assert svc.history.enabled and svc.history.keep["hour"] == 31 * DAY
+        conf.write_text(f'[state]\ndirectory = "{tmp_path / "state"}"\n'
+                        f'[history]\nenabled = false\nhourly_days = 7\npath = "other.sqlite"\n')
+        svc.reload()
+        assert not svc.history.enabled and svc.history.keep["hour"] == 7 * DAY
+        assert svc.history.path == tmp_path / "state" / "history.sqlite"  # the path waits for a restart
+        svc.runner.cycle("test")
+        assert not (tmp_path / "state" / "history.sqlite").exists()
+    finally:
+        svc.history.close()
+        for fd in svc._locks:
+            os.close(fd)
+
+
 def test_history_off_writes_no_file(tmp_path):
     s = HistoryStore(tmp_path / "h.sqlite", KEEP, enabled=False, set_aside=statefiles.set_aside)
     res = CycleResult(number=1, started=T0, algorithm="fair_tree", source="test", push_mode="off",
@@ -433,3 +468,22 @@ def test_the_collector_reports_failures_by_reason():
     assert got[("fairshared_history_write_failures", (("reason", "locked"),))] == 2
     assert got[("fairshared_history_write_failures", (("reason", "full"),))] == 1
     assert not any(name == "fairshared_history_rows" for name, _ in got)  # nothing written yet: absent, not 0
+
+
+def test_the_size_benchmark_runs_and_its_figures_grow_with_the_history(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "history_size.py"
+    proc = subprocess.run([sys.executable, str(bench), "--users", "200", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    day, month, year = rows[1:]
+    assert day["writes"] == 289 and day["tables"]["cycle_points"] > 0
+    assert day["file_bytes"] < month["file_bytes"] < year["file_bytes"]
+    # one user's year: 335 days, the month's hours, a day of cycles: no gap, no overlap
+    assert year["query_year"]["by_resolution"]["cycle"] == 288
+    assert year["query_year"]["by_resolution"]["day"] + year["query_year"]["by_resolution"]["hour"] / 24 \
+        == pytest.approx(365 - 1, abs=1.1)

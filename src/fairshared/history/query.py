@@ -38,7 +38,8 @@ def coverage(marks: dict[str, int], since: float | None, until: float | None) ->
     end = FAR if until is None else math.floor(until) + 1  # exclusive
     bc = ceil_to(marks["cycle_from"], HOUR)
     bh = min(ceil_to(marks["hour_from"], DAY), bc)  # meant: a config that kept hours shorter than cycles
-    parts = [("day", lo if since is None else floor_to(lo, DAY), min(bh, end)),  # from the bucket holding since
+    # each from the bucket that holds since
+    parts = [("day", lo if since is None else floor_to(lo, DAY), min(bh, end)),
              ("hour", max(floor_to(lo, HOUR), bh), min(bc, end)),
              ("cycle", max(first, bc), end)]
     return [p for p in parts if p[1] < p[2]]
@@ -99,6 +100,7 @@ def read_series(con: sqlite3.Connection, keys, since: float | None, until: float
     for i, (a, u, p) in sorted(assocs.items(), key=lambda kv: tuple(x or "" for x in kv[1])):
         for res, *_ in parts:
             if (i, res) in points:
-                out.append({"account": a, "user": u, "partition": p, "resolution": res, "points": points[(i, res)]})
+                out.append({"account": a, "user": u, "partition": p, "resolution": res,
+                            "points": points[(i, res)]})
     return out
 

@@ -14,8 +14,13 @@ How a downsampled point is made (an hour from its cycles, a day from its hours):
 
 Each write rolls only what it closed: the cycles of the hours between the mark ``hour_done`` and
 the hour of the newest cycle, and then the hours of the days between ``day_done`` and the day of
-``hour_done``: never a rescan of the tables.  A cycle older than ``hour_done`` (the clock stepped
-back) stays in the cycle table and is rolled into no hour.
+``hour_done``: never a rescan of the tables.
+
+"Now" is the cycle's own time.  A cycle older than ``hour_done`` (the wall clock stepped back) stays
+in the cycle table, is rolled into no hour and is pruned with its neighbours; it neither rolls nor
+prunes anything itself.  A clock set far forward and back again moved the marks ahead: the cycles
+written after it are not deleted by the bogus "now", but they are rolled only from ``hour_done`` on
+and the series shows them only from the marks on (:mod:`.query`) until real time passes them.
 """
 
 from __future__ import annotations
@@ -56,11 +61,12 @@ def _set(con: sqlite3.Connection, **values: int) -> None:
 
 def _roll(con, sql: str, res: str, src: str, start: int, end: int, width: int) -> int:
     """Roll the ``src`` points of [start, end) into ``res`` buckets of ``width``; rows added."""
-    before = con.execute(f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?", (start, end)).fetchone()[0]
+    count = f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?"
+    before = con.execute(count, (start, end)).fetchone()[0]
     con.execute(sql, (start, end))
     con.execute(f"INSERT OR IGNORE INTO times (res, t) SELECT DISTINCT ?, t - t % {width} FROM times "
                 f"WHERE res = ? AND t >= ? AND t < ?", (res, src, start, end))
-    after = con.execute(f"SELECT count(*) FROM {TABLES[res]} WHERE t >= ? AND t < ?", (start, end)).fetchone()[0]
+    after = con.execute(count, (start, end)).fetchone()[0]
     return after - before
 
 

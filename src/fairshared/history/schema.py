@@ -24,6 +24,7 @@ from pathlib import Path
 
 APPLICATION_ID = 0x66534831  # "fSH1": PRAGMA application_id of a fairshared history file
 TABLES = {"cycle": "cycle_points", "hour": "hour_points", "day": "day_points"}
+WAL_LIMIT = 64 * 1024 * 1024  # bytes the write-ahead log is cut back to after a checkpoint
 BUSY_MS = 2000  # a lock held by another connection: wait this long, then the cycle goes on without history
 
 _DDL = """
@@ -94,7 +95,11 @@ def connect(path: Path, *, write: bool) -> sqlite3.Connection:
             raise sqlite3.DatabaseError(f"not a fairshared history file (application_id {app:#x})")
         if write:
             con.execute("PRAGMA journal_mode = WAL")
-            con.execute("PRAGMA synchronous = NORMAL")  # WAL: a power cut loses the last cycles, never the file
+            # WAL: a power cut loses the last cycles, never the file
+            con.execute("PRAGMA synchronous = NORMAL")
+            # the log is reused, not shrunk, after a checkpoint: without a limit it stays as big as the
+            # largest transaction it ever held (a day's rollup)
+            con.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
             if fresh:
                 con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             con.executescript("BEGIN IMMEDIATE;" + _DDL + "COMMIT;")

@@ -131,7 +131,8 @@ class HistoryStore:
         return self._writer
 
     def _write(self, t: int, rows: list[tuple]) -> None:
-        schema.check_trusted(self.path)  # a file swapped or chmod-ed under the open connection
+        if not schema.check_trusted(self.path):  # Refused: a file swapped or chmod-ed under the connection
+            self._close_writer()  # removed under it: the connection would write to the deleted file
         con = self._connection()
         con.execute("BEGIN IMMEDIATE")
         try:
@@ -141,14 +142,16 @@ class HistoryStore:
                 ids[(a, u, p)] = con.execute("INSERT INTO assoc (account, user, partition) VALUES (?, ?, ?)",
                                              (a, u or "", p or "")).lastrowid
             known = {**self._ids, **ids}
-            gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount  # a cycle in the same second
+            # a cycle in the same second as the last one replaces it
+            gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount
+            # in key order: appended to the B-tree's end, pages filled whole
+            points = sorted(((known[k], f, r, u, n) for k, f, r, u, n in rows), key=lambda p: p[0])
             added = con.executemany("INSERT INTO cycle_points VALUES (?, ?, ?, ?, ?, ?)",
-                                    [(t, known[k], f, r, u, n) for k, f, r, u, n in rows]).rowcount
+                                    [(t, *p) for p in points]).rowcount
             con.execute("INSERT OR IGNORE INTO times VALUES ('cycle', ?)", (t,))
             con.execute("UPDATE meta SET value = value + ? WHERE name = 'rows_cycle'", (added - gone,))
-            last = max(t, self._latest(con))
-            rollup.roll(con, last)
-            rollup.prune(con, last, self.keep)
+            rollup.roll(con, t)
+            rollup.prune(con, t, self.keep)
             con.execute("COMMIT")
         except BaseException:
             try:
@@ -157,11 +160,6 @@ class HistoryStore:
                 pass
             raise
         self._ids = known
-
-    @staticmethod
-    def _latest(con: sqlite3.Connection) -> int:
-        row = con.execute("SELECT max(t) FROM times WHERE res = 'cycle'").fetchone()
-        return row[0] or 0
 
     def _close_writer(self) -> None:
         if self._writer is not None:
@@ -212,7 +210,8 @@ class HistoryStore:
         """The points of the associations ``keys`` between ``since`` and ``until`` (Unix seconds,
         None = unbounded); see :func:`.query.read_series` for the answer and which resolution
         serves which part of the span.  [] when the history is off or has no file yet;
-        :class:`HistoryUnavailable` when the file cannot be read."""
+        :class:`HistoryUnavailable` when the file cannot be read (an API answers 503), ValueError for
+        a key that is not three parts or is all None (a caller's bug: 400)."""
         if not self.enabled:
             return []
         with self._read_lock:
