@@ -280,11 +280,24 @@ def test_my_pending_jobs_say_where_they_stand_and_recovery_is_estimated(browser,
     standing = json.loads(demo.get(f"/api/v1/users/{user}"))
     summaries = browser.find_elements(By.CSS_SELECTOR, "#jobs details summary")
     assert len(summaries) == len(standing["pending_jobs"]) > 0
+    assert [int(d.get_attribute("data-job")) for d in browser.find_elements(By.CSS_SELECTOR, "#jobs details")] \
+        == [j["job_id"] for j in standing["pending_jobs"]]
+    assert "null" not in text(browser, "#jobs")
     summaries[0].click()
     wait_for(browser, "document.querySelector('#jobs details[open] .why p.lead')")
+    # when would the factor recover: the page says what the API answers (others' usage held)
+    assert browser.find_element(By.ID, "rec-others").get_attribute("value") == "hold"
     browser.find_element(By.CSS_SELECTOR, "#recovery-form button").click()
-    got = wait_for(browser, "document.querySelector('#recovery p')?.textContent")
-    assert got.startswith("Now: factor ")
+    got = wait_for(browser, "[...document.querySelectorAll('#recovery p')].map(p => p.textContent)")
+    account = browser.find_element(By.ID, "rec-account").get_attribute("value")
+    r = json.loads(demo.get(f"/api/v1/users/{user}/recovery?account={account}&target=0.5&others=hold"))
+    assert got[0] == f"Now: factor {r['fairshare_now']:.6f}, rank {r['rank_now']}. Target: factor 0.500000."
+    if r["periods"] == 0:
+        assert got[1].startswith("Already there")
+    elif r["seconds"] is None:
+        assert got[1].startswith(f"Not within {r['horizon_periods']:,} periods")
+    else:
+        assert got[1].startswith("In about ") and f"({r['periods']:,} periods of " in got[1]
     screenshot(browser, "me", "#recovery")
     assert console_errors(browser) == []
 

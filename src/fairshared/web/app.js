@@ -24,7 +24,7 @@ function h(tag, attrs = {}, ...kids) {
   return el;
 }
 
-function show(id, ...nodes) { $(id).replaceChildren(...nodes.flat(Infinity)); }
+function show(id, ...nodes) { $(id).replaceChildren(...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined)); }
 const error = (e) => h("p", { class: "error", role: "alert", text: String(e.message || e) });
 const note = (text) => h("p", { class: "muted", text });
 
@@ -93,6 +93,7 @@ async function showTree() {
     while (depth > 1 && (await api(url(depth, 1))).total > TREE_LIMIT) depth--;
     // only a one-level view is paged (a deeper one fits a page whole): the top's children from offset
     const data = await api(url(depth, TREE_LIMIT, depth === 1 ? top.offset || 0 : 0));
+    if (data.parent) top.children = data.parent.children;   // the top's own row: how many below it
     if (depth === 1) top.children = data.total;
     drawTree(top, data, depth);
   } catch (e) { show("tree", error(e)); }
@@ -257,7 +258,8 @@ async function showUser(user) {
   if (current !== user) return;
   show("me", standing(s));
   $("me-more").hidden = false;
-  show("jobs", pendingJobs(s.pending_jobs || []));
+  show("jobs", pendingJobs(s.pending_jobs || []),
+    s.pending_total > (s.pending_jobs || []).length ? note(`The first ${s.pending_jobs.length} of ${s.pending_total} pending jobs, by job id.`) : null);
   show("rec-account", s.associations.map((a) => h("option", { value: a.account, text: rowName(a) })));
   show("recovery");
   showHistory(user);
@@ -325,20 +327,20 @@ function pendingJobs(jobs) {
 async function showRecovery(ev) {
   ev.preventDefault();
   if (!current) { show("recovery", note("Pick a user first.")); return; }
-  const account = $("rec-account").value, target = $("rec-target").value;
+  const account = $("rec-account").value, target = $("rec-target").value, others = $("rec-others").value;
   try {
-    const w = await api(`/api/v1/users/${encodeURIComponent(current)}/recovery?account=${encodeURIComponent(account)}&target=${encodeURIComponent(target)}`);
+    const w = await api(`/api/v1/users/${encodeURIComponent(current)}/recovery?account=${encodeURIComponent(account)}&target=${encodeURIComponent(target)}&others=${encodeURIComponent(others)}`);
     const r = w.recovery || w;   // the API answers whatif's "recovery" object itself
     const lines = [`Now: factor ${fmt(r.fairshare_now)}, rank ${r.rank_now}. Target: ${r.target !== null ? "factor " + fmt(r.target) : "rank " + r.target_rank}.`];
     if (r.periods === 0) {
       lines.push("Already there: the factor (or rank) is at or better than the target now.");
     } else if (r.seconds === null || r.seconds === undefined) {
-      lines.push(`Not within ${int(r.horizon_periods)} periods if nothing changes (factor then ${fmt(r.fairshare_at_horizon)})` +
-        (r.others === "decay" ? ": usage decays for everyone alike, so its ratios — and the factor — move only when others run." : "."));
+      lines.push(`Not within ${int(r.horizon_periods)} periods (factor then ${fmt(r.fairshare_at_horizon)})` +
+        (r.others === "decay" ? ": when everyone's usage decays alike its ratios, and the factor, stay as they are." : "."));
     } else {
       lines.push(`In about ${duration(r.seconds)} (${int(r.periods)} periods of ${duration(r.calc_period_seconds)}), if ${current} runs nothing more.`);
     }
-    lines.push(`Half-life ${duration(r.half_life_seconds)}; others' usage: ${r.others}.`);
+    lines.push(`Half-life ${duration(r.half_life_seconds)}; others' usage ${r.others === "hold" ? "held as it is" : "decaying as " + current + "'s"}.`);
     show("recovery", lines.map((t) => h("p", { text: t })));
   } catch (e) { show("recovery", error(e)); }
 }
