@@ -320,6 +320,57 @@ def test_the_history_plot_has_points_after_a_few_cycles(browser, demo):
     assert console_errors(browser) == []
 
 
+@pytest.fixture
+def prefixed(demo):
+    """A reverse proxy on loopback that serves the demo daemon under /rnode/demo/9817/ (as Open
+    OnDemand serves an app), forwarding the path without its prefix; its URL."""
+    import http.server
+    import threading
+    import urllib.error
+
+    prefix = "/rnode/demo/9817/"
+
+    class Forward(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if not self.path.startswith(prefix):
+                self.send_error(404)
+                return
+            req = urllib.request.Request(demo.url + "/" + self.path[len(prefix):],
+                                         headers={"Accept": self.headers.get("Accept", "*/*")})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    code, headers, body = r.status, r.headers, r.read()
+            except urllib.error.HTTPError as exc:
+                code, headers, body = exc.code, exc.headers, exc.read()
+            self.send_response(code)
+            for k in ("Content-Type", "Content-Security-Policy", "X-Content-Type-Options", "Cache-Control"):
+                if headers.get(k):
+                    self.send_header(k, headers[k])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}{prefix}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_page_works_under_a_proxy_prefix(browser, prefixed):
+    """Every URL of the page is relative: served under a prefix, it loads its files and asks the API there."""
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, prefixed)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#tree g.user")) == 14
+    browser.find_element(By.CSS_SELECTOR, "#tree g.user[data-user='bob']").click()
+    wait_for(browser, "document.querySelector('#standing')")
+    assert console_errors(browser) == []
+
+
 # ---- 100,000 associations ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

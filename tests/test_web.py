@@ -35,7 +35,7 @@ def app():
 def test_a_browser_gets_the_page_and_curl_the_one_line_list(app):
     status, headers, body = call(app, "/", BROWSER_ACCEPT)
     assert status == "200 OK" and headers["Content-Type"] == "text/html; charset=utf-8"
-    assert b'<script type="module" src="/static/app.js"></script>' in body
+    assert b'<script type="module" src="static/app.js"></script>' in body
     status, headers, body = call(app, "/", "*/*")  # curl's default
     assert (status, headers["Content-Type"]) == ("200 OK", "text/plain; charset=utf-8")
     assert body.startswith(b"fairshared: /metrics /-/healthy")
@@ -93,7 +93,7 @@ def test_the_page_has_no_inline_script_or_style_and_every_field_a_label():
         assert "style" not in attrs, tag
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
         if tag == "script":
-            assert attrs.get("src", "").startswith("/static/"), attrs
+            assert attrs.get("src", "").startswith("static/"), attrs
     assert "<style" not in html
     fields = {a["id"] for t, a in p.tags if t in ("input", "select")}
     labelled = {a["for"] for t, a in p.tags if t == "label"}
@@ -101,6 +101,9 @@ def test_the_page_has_no_inline_script_or_style_and_every_field_a_label():
     js = resources.files("fairshared.web").joinpath("app.js").read_text()
     assert not re.search(r"\binnerHTML\b|\beval\(|new Function|setAttribute\(\s*[\"']style", js)
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", js + html)  # nothing from elsewhere
+    # and every URL relative, so that the page works behind a proxy that serves it under a prefix
+    # (Open OnDemand's /rnode/HOST/PORT/): <prefix>/static/app.js, <prefix>/api/v1/...
+    assert not re.search(r"""(?:src|href)="/|["'`]/(?:api|static)/""", js + html)
 
 
 def test_the_page_weighs_what_the_readme_says_and_under_60_kb():

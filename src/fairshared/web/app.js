@@ -87,7 +87,7 @@ let firstDraw = true;
 // hold every child: the rest is drawn as one "+N more" block.
 async function showTree() {
   const top = crumbs[crumbs.length - 1];
-  const url = (depth, limit, offset = 0) => `/api/v1/tree?parent=${top.id}&depth=${depth}&limit=${limit}&offset=${offset}`;
+  const url = (depth, limit, offset = 0) => `api/v1/tree?parent=${top.id}&depth=${depth}&limit=${limit}&offset=${offset}`;
   try {
     let depth = TREE_DEPTH;
     while (depth > 1 && (await api(url(depth, 1))).total > TREE_LIMIT) depth--;
@@ -252,7 +252,7 @@ async function showUser(user) {
   current = user;
   show("me", note(`loading ${user}…`));
   let s;
-  try { s = await api(`/api/v1/users/${encodeURIComponent(user)}`); } catch (e) {
+  try { s = await api(`api/v1/users/${encodeURIComponent(user)}`); } catch (e) {
     show("me", error(e)); show("jobs"); show("history"); show("recovery"); return;
   }
   if (current !== user) return;
@@ -280,7 +280,7 @@ function standing(s) {
 // The user's factor over time: one line per association, points where the history has them.
 async function showHistory(user) {
   let hist;
-  try { hist = await api(`/api/v1/history?user=${encodeURIComponent(user)}`); } catch (e) { show("history", error(e)); return; }
+  try { hist = await api(`api/v1/history?user=${encodeURIComponent(user)}`); } catch (e) { show("history", error(e)); return; }
   if (current !== user) return;
   const series = hist.series.filter((s) => s.points.length);
   if (!series.length) { show("history", note("No history yet: it grows by one point a cycle.")); return; }
@@ -329,7 +329,7 @@ async function showRecovery(ev) {
   if (!current) { show("recovery", note("Pick a user first.")); return; }
   const account = $("rec-account").value, target = $("rec-target").value, others = $("rec-others").value;
   try {
-    const w = await api(`/api/v1/users/${encodeURIComponent(current)}/recovery?account=${encodeURIComponent(account)}&target=${encodeURIComponent(target)}&others=${encodeURIComponent(others)}`);
+    const w = await api(`api/v1/users/${encodeURIComponent(current)}/recovery?account=${encodeURIComponent(account)}&target=${encodeURIComponent(target)}&others=${encodeURIComponent(others)}`);
     const r = w.recovery || w;   // the API answers whatif's "recovery" object itself
     const lines = [`Now: factor ${fmt(r.fairshare_now)}, rank ${r.rank_now}. Target: ${r.target !== null ? "factor " + fmt(r.target) : "rank " + r.target_rank}.`];
     if (r.periods === 0) {
@@ -359,7 +359,7 @@ function duration(s) {
 async function explainInto(box, id, vs) {
   box.replaceChildren(note("loading…"));
   try {
-    const q = `/api/v1/jobs/${encodeURIComponent(id)}${vs ? `?vs=${encodeURIComponent(vs)}` : ""}`;
+    const q = `api/v1/jobs/${encodeURIComponent(id)}${vs ? `?vs=${encodeURIComponent(vs)}` : ""}`;
     const e = await api(q);
     const back = vs && h("button", { class: "link", text: `← job ${id} alone`, onclick: () => explainInto(box, id) });
     box.replaceChildren(...(vs ? [back, ...explainVs(e)] : explainJob(e, box)));
@@ -434,7 +434,7 @@ async function start() {
   wire();
   showTree();
   try {
-    const me = await api("/api/v1/whoami");
+    const me = await api("api/v1/whoami");
     if (me.user) { $("user-input").value = me.user; showUser(me.user); }
     else show("me", note(me.admin ? "Admin view: click a user in the tree or type a name." : "Type a user name."));
   } catch (e) { show("me", error(e)); }
