@@ -93,6 +93,11 @@ async function showTree() {
     while (depth > 1 && (await api(url(depth, 1))).total > TREE_LIMIT) depth--;
     // only a one-level view is paged (a deeper one fits a page whole): the top's children from offset
     const data = await api(url(depth, TREE_LIMIT, depth === 1 ? top.offset || 0 : 0));
+    if (data.parent && data.parent.account !== top.account) {
+      // ids hold within a cycle only (docs/api-v1.md): the tree changed under a zoomed view; start over
+      crumbs = [crumbs[0]];
+      return showTree();
+    }
     if (data.parent) top.children = data.parent.children;   // the top's own row: how many below it
     if (depth === 1) top.children = data.total;
     drawTree(top, data, depth);
@@ -108,8 +113,8 @@ function drawCrumbs() {
 }
 
 // Lay the rows out as an icicle: each level a band, each association a rectangle as wide as its share
-// of its parent (every one gets a sliver, so a 0-share association can still be clicked), and the
-// children not fetched (past the page's limit) as one hatched "+N more" rectangle.
+// of its parent (85 % by share, 15 % shared equally, so that a 0-share association can still be
+// clicked), and the top's children on other pages as hatched blocks either side ("← N", "+N more").
 function layout(top, items, width, depth) {
   const kids = new Map();
   for (const r of items) (kids.get(r.parent) || kids.set(r.parent, []).get(r.parent)).push(r);
