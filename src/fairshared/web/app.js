@@ -184,7 +184,7 @@ function drawTree(top, data, depth) {
     g.setAttribute("aria-label", title);
     g.append(h("svg:title", { text: title }), r);
     if (b.w > 8 * Math.min(label.length, 4) + 8) {
-      const room = Math.floor((b.w - 10) / 7);
+      const room = Math.floor((b.w - 8) / 6.6);   // characters that fit at 12 px (about 6.6 px each)
       g.append(h("svg:text", { x: b.x + 6, y: b.level * LEVEL_H + LEVEL_H / 2 + 4,
         text: label.length > room ? label.slice(0, Math.max(1, room - 1)) + "…" : label }));
     }
