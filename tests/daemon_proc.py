@@ -122,7 +122,8 @@ class Daemon:
     """A `fairshared run` child process with its log in a file (JSON lines: not a terminal);
     ``user``: run it as that Unix user (the test runs as root) instead of this process's."""
 
-    def __init__(self, tmp: Path, *args: str, env: dict | None = None, user: str | None = None):
+    def __init__(self, tmp: Path, *args: str, env: dict | None = None, user: str | None = None,
+                 command: list[str] | None = None):
         self.port = free_port()
         self.log_path = tmp / "daemon.log"
         self.log_file = open(self.log_path, "w")
@@ -135,7 +136,9 @@ class Daemon:
             argv0, env = as_user_argv_env(env)
             env["HOME"] = str(tmp)
             ids = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": str(tmp)}
-        self.argv = argv0 + ["run", "--listen", f"127.0.0.1:{self.port}", *args]
+        # command: another program that takes `run`'s place (its last argument the listen address)
+        self.argv = (argv0 + ["run", "--listen", f"127.0.0.1:{self.port}", *args] if command is None
+                     else [*command, *args, f"127.0.0.1:{self.port}"])
         self.proc = subprocess.Popen(self.argv, stdout=self.log_file, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, **ids)
 

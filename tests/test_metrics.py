@@ -29,6 +29,7 @@ from fairshared.engine import compute
 from fairshared.model import Association as A
 from fairshared.model import Job, Snapshot
 from fairshared.records import PushAction, Role
+from fairshared.history.health import Health, HistoryCollector
 from fairshared.sinks.metrics import Metrics
 
 import prometheus_tools
@@ -1123,6 +1124,9 @@ def test_readme_metrics_table_names_every_series_we_export():
     exported |= set(re.findall(r"^# TYPE (fairshared_\w+) ", m.render().decode(), re.M))
     http = Metrics(version="1")  # the daemon's HTTP server's, from its start
     http.watch_http(dict)
+    health = Health()  # the history's, once it has written
+    health.written(0.1, ({"cycle": 1}, 4096))
+    http.watch(HistoryCollector(health))
     exported |= set(re.findall(r"^# TYPE (fairshared_\w+) ", http.render().decode(), re.M))
     assert documented == exported, (documented - exported, exported - documented)
 

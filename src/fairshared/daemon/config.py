@@ -303,6 +303,36 @@ class StateConfig(_Strict):
         return v
 
 
+class HistoryConfig(_Strict):
+    enabled: bool = True
+    """Keep every cycle's fair-share factor, rank, raw usage and pending jobs per user association in
+    an SQLite file (the API's /api/v1/history); false: write and read none (the file stays)."""
+    path: str | None = Field(None, min_length=1)
+    """The SQLite file (default: history.sqlite in state.directory; a relative path is taken from
+    state.directory).  Owned by the daemon's user and writable by nobody else, like the other state
+    files; a damaged one is set aside (NAME.bad-<unix time>) and a new one started."""
+    cycle_hours: float = Field(24.0, ge=2, le=744)
+    """Hours every cycle is kept at full resolution (2 hours to 31 days)."""
+    hourly_days: float = Field(31.0, ge=1, le=366)
+    """Days the hourly means are kept (1 to 366; not less than cycle_hours)."""
+    daily_days: float = Field(365.0, ge=1, le=3660)
+    """Days the daily means are kept (1 to 3660; not less than hourly_days)."""
+
+    @model_validator(mode="after")
+    def _longer_when_coarser(self):
+        if self.hourly_days * 24 < self.cycle_hours:
+            raise ValueError(f"hourly_days ({self.hourly_days:g}) keeps hours for less time than cycle_hours "
+                             f"({self.cycle_hours:g}) keeps cycles")
+        if self.daily_days < self.hourly_days:
+            raise ValueError(f"daily_days ({self.daily_days:g}) keeps days for less time than hourly_days "
+                             f"({self.hourly_days:g}) keeps hours")
+        return self
+
+    def keep(self) -> dict[str, float]:
+        """Seconds each resolution is kept, by name (what fairshared.history takes)."""
+        return {"cycle": self.cycle_hours * 3600, "hour": self.hourly_days * 86400, "day": self.daily_days * 86400}
+
+
 class Config(_Strict):
     source: SourceConfig = SourceConfig()
     usage: UsageConfig = UsageConfig()
@@ -314,6 +344,7 @@ class Config(_Strict):
     controller: ControllerConfig = ControllerConfig()
     logging: LoggingConfig = LoggingConfig()
     state: StateConfig = StateConfig()
+    history: HistoryConfig = HistoryConfig()
 
 
 def _loc_part(x: object) -> str:
@@ -410,7 +441,7 @@ FLAGS = {"push.dry_run": "--dry-run", "schedule.period": "--period", "http.liste
 
 # Keys read only at start-up: a reload that changes them is logged as needing a restart.  Every
 # other key (the token and token file included) takes effect at the reload.
-RESTART_ONLY = ("source", "logging", "state.directory", "state.pid_file", "http.listen", "http.backlog",
+RESTART_ONLY = ("source", "logging", "state.directory", "state.pid_file", "history.path", "http.listen", "http.backlog",
                 "http.max_connections", "http.timeout", "http.max_waiting")
 
 

@@ -5,6 +5,8 @@
 * ``GET /-/ready``       — 200 once a cycle has succeeded (or pushed with some refusals), else 503;
 * ``GET /-/status``      — the last cycle as JSON;
 * ``GET /api/v1/...``    — the read-only JSON API (api/routes.py, docs/api-v1.md), when given;
+* ``GET /``, ``/static/<file>`` — the web page (``web/``) for a client that accepts HTML, else one
+  line listing the endpoints (``curl``);
 * ``POST /-/recompute``  — ask for a cycle now.  200 with its status when it ends; 202 when the
   request was merged but this caller may not wait (too many waiting already); 503 while stopping;
   504 when the cycle did not end in time.
@@ -24,6 +26,8 @@ import json
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Callable
+
+from .. import web
 
 __all__ = ["Endpoints", "make_app"]
 
@@ -147,6 +151,9 @@ def make_app(ep: Endpoints):
             return send("200 OK" if ok else "503 Service Unavailable", text.encode())
         if path == "/-/status":
             return send_json("200 OK", ep.status())
+        page = web.asset(path, environ.get("HTTP_ACCEPT", ""))  # the page, for a browser (web/)
+        if page is not None:
+            return send("200 OK", page[0], page[1], web.HEADERS)
         if path == "/":
             return send("200 OK", b"fairshared: /metrics /-/healthy /-/ready /-/status POST /-/recompute\n")
         return send("404 Not Found", b"not found\n")

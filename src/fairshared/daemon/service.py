@@ -34,6 +34,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 
 from .. import __version__
 from ..api.routes import Api, ViewKeeper
+from ..history import HistoryCollector, HistoryStore
 from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
@@ -142,6 +143,21 @@ def state_dir(config: Config, demo: bool = False) -> Path:
     return Path("fairshared-state")
 
 
+def history_path(config: Config, state: Path) -> Path:
+    """history.path (relative: under the state directory), else ``state``/history.sqlite."""
+    return state / (config.history.path or "history.sqlite")
+
+
+def make_history(config: Config, state: Path) -> HistoryStore:
+    """The history store for ``[history]``: its directory checked now like the state directory (when
+    enabled), its file at the first write (history/schema.py)."""
+    path = history_path(config, state)
+    if config.history.enabled:
+        statefiles.check_directory(path.parent)
+    return HistoryStore(path, config.history.keep(), enabled=config.history.enabled,
+                        set_aside=statefiles.set_aside)
+
+
 def pid_file(config: Config) -> Path | None:
     if config.state.pid_file:
         return Path(config.state.pid_file)
@@ -178,12 +194,15 @@ class Service:
             metrics = Metrics(version=__version__, per_job=config.metrics.per_job,
                               associations=config.metrics.associations)
         self.metrics = metrics
-        # the API's view of the last cycle (api/routes.py): a publisher, kept between cycles
+        # the API's view of the last cycle (api/routes.py) and the fair-share history (history/), which
+        # /api/v1/history reads: two publishers of every cycle
         self.views = ViewKeeper(engine_params=lambda snap: algorithm_for(self.config, snap)[1])
-        self.api = Api(self.views, history=None)
+        self.history = make_history(config, self.state_dir)
+        metrics.watch(HistoryCollector(self.history.health))
+        self.api = Api(self.views, history=self.history)
         self.runner = Runner(config, source, updater, metrics, self.state_dir,
                              assoc_writer=make_assoc_writer(config, self.cluster_source),
-                             publishers=(self.views,))
+                             publishers=(self.views, self.history))
         self._set_info()
         # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
         # the main thread, and Event.set() there deadlocks when the signal lands while that thread
@@ -363,6 +382,8 @@ class Service:
             if new.state.audit_log:
                 statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
             check_source(new, self.cluster_source)  # a mode or usage.origin the source cannot serve
+            if new.history.enabled:  # history.path is the running one (restart-only)
+                statefiles.check_directory(history_path(new, self.state_dir).parent)
             source = usage_source(new, self.cluster_source, self._accounting)
         except (InputError, SourceError) as exc:
             self.log.error("reload rejected, keeping the running configuration", error=str(exc))
@@ -374,6 +395,7 @@ class Service:
         self.token = token
         self.metrics.per_job = new.metrics.per_job
         self.metrics.associations = new.metrics.associations
+        self.history.configure(new.history.keep(), new.history.enabled)  # history.path: at a restart
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
             self.http.answer_timeout = new.http.answer_timeout
@@ -502,6 +524,7 @@ class Service:
             self.log.debug("scheduler shutdown", error=str(exc))
         if self.runner.lock.acquire(timeout=STOP_GRACE):
             self.runner.lock.release()
+            self.history.close()  # no cycle writes any more (an abandoned one may: then left open)
         else:
             self.abandoned = True
             self.log.warning("a cycle was still running at shutdown; abandoned", grace_seconds=STOP_GRACE)

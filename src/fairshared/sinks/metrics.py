@@ -462,7 +462,12 @@ class Metrics:
     def watch_http(self, closed: Callable[[], Mapping[str, int]]) -> None:
         """Export ``fairshared_http_connections_closed_total{reason}`` from ``closed()`` (the HTTP
         server's closes since the start, by reason), read with the runtime metrics."""
-        (self._runtime if self._runtime is not None else self.registry).register(_HttpClosed(closed))
+        self.watch(_HttpClosed(closed))
+
+    def watch(self, collector) -> None:
+        """Serve ``collector``'s series with the runtime metrics (read at most once a second, never
+        cached with a cycle's view): a part of the daemon with figures of its own (the history)."""
+        (self._runtime if self._runtime is not None else self.registry).register(collector)
 
     def negotiate(self, accept: str | None) -> tuple[bytes, str]:
         """:meth:`exposition` joined into one bytes object (a copy: for callers that want one)."""
