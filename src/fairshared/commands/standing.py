@@ -1,0 +1,146 @@
+"""``fairshared standing [USER]``: where a user stands, in a terminal on a login node.
+
+Two ways to the same answer: the running daemon's ``GET /api/v1/users/{user}`` (its last cycle), or
+the same standing computed here with the engine from what the usual sources read (``--demo``, a
+snapshot, the live cluster through Slurm's commands).  Both give the API's object (docs/api-v1.md),
+printed by :func:`fairshared.commands.standing_text.standing_text` or, with ``--format json``, as it
+is.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
+nothing answers there, the live cluster is read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..model import InputError
+from . import positive_float
+from .common import add_at, add_source, live
+from .standing_text import standing_text
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "standing",
+        help="a user's fair-share standing: factor, rank, usage, the path from root, pending jobs",
+        description="Print a user's standing: each of their associations with its fair-share factor, rank "
+        "among all user associations, raw usage, normalized shares and the LevelFS of it and of every "
+        "ancestor from root down; then their pending jobs with their priority.  From the running daemon "
+        "(--url, default http://<http.listen> of --config: its last cycle, GET /api/v1/users/USER, always "
+        "directly: $http_proxy and the like are ignored and a redirect is refused, as for `fairshared "
+        "recompute`), or computed here from --demo, --snapshot, --from-sshare or the live cluster "
+        "(--source slurm).  With neither, the daemon is asked and, if nothing answers at its address, "
+        "the live cluster is read here.",
+    )
+    p.add_argument("user", nargs="?", metavar="USER", help="whose standing (default: you, by your uid)")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="json: the API's object (docs/api-v1.md)")
+    p.add_argument("--config", metavar="FILE", help="the daemon's TOML configuration (its address and token)")
+    p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="the daemon's bearer token, as for `fairshared recompute` (default: $FAIRSHARED_TOKEN, "
+                   "else the config's); a user needs none where the daemon lets users read their own")
+    p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
+    p.add_argument("--wait", type=positive_float, default=30.0, metavar="SECONDS",
+                   help="how long to wait for the daemon's answer (default: 30)")
+    add_source(p)
+    add_at(p)
+    p.set_defaults(func=cmd_standing)
+
+
+def caller() -> str:
+    """The login name of this process's uid (``$USER`` is only an environment variable)."""
+    import getpass
+    import os
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (a container): what getpass finds
+        return getpass.getuser()
+
+
+def _asked_a_source(args: argparse.Namespace) -> bool:
+    return bool(args.source or args.demo or args.snapshot or args.from_sshare)
+
+
+class Unreachable(Exception):
+    """Nothing answered at the daemon's address (refused, no route, timed out connecting)."""
+
+
+def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
+    """``GET {url}/api/v1/users/{user}``: the daemon's answer, directly (no proxy, no redirect).
+    An HTTP error is an InputError naming the URL and the daemon's one-line reason."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from .recompute import _no_redirects_opener
+
+    where = url.rstrip("/") + "/api/v1/users/" + urllib.parse.quote(user, safe="")
+    req = urllib.request.Request(where, headers={"Accept": "application/json"})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with _no_redirects_opener().open(req, timeout=timeout) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode(errors="replace").strip()
+        try:
+            text = json.loads(text)["error"]
+        except (ValueError, KeyError, TypeError):
+            pass
+        if 300 <= exc.code < 400:
+            text = f"redirects to {exc.headers.get('Location', '(no Location)')!r}: not followed"
+        raise InputError(f"HTTP {exc.code}: {text}", where) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise Unreachable(f"{where}: {getattr(exc, 'reason', exc)}") from None
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise InputError("the answer is not JSON: is this fairshared's address?", where) from None
+
+
+def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
+    """The standing computed here from the source asked (the live cluster by default), with the
+    line saying so."""
+    from ..api.view import standing_from_snapshot
+    from .common import clock_for, evaluation_time, load_inputs, save_if_asked, warn
+
+    snap = load_inputs(args)
+    warn(snap)
+    now, when = evaluation_time(args.at, snap, live(args), clock_for(args))
+    save_if_asked(args, snap, now)
+    where = ("the demo cluster" if args.demo else f"the snapshot {args.snapshot}" if args.snapshot
+             else f"the sshare dump {args.from_sshare}" if args.from_sshare else "Slurm's commands")
+    return standing_from_snapshot(snap, user, now), f"computed here from {where} (evaluated at {when})"
+
+
+def cmd_standing(args: argparse.Namespace) -> int:
+    from ..daemon.config import load_config
+    from .recompute import recompute_token
+
+    user = args.user or caller()
+    if args.url and _asked_a_source(args):
+        raise InputError("--url asks the daemon; --demo, --snapshot, --from-sshare and --source compute "
+                         "here: give one or the other")
+    if _asked_a_source(args):
+        obj, source = computed_here(args, user)
+    else:
+        cfg = load_config(args.config)
+        url = args.url or f"http://{cfg.http.listen}"
+        try:
+            obj = from_daemon(url, user, recompute_token(args, cfg), args.wait)
+            source = f"from the daemon at {url.rstrip('/')}, cycle {obj['cycle']['number']}"
+        except Unreachable as exc:
+            if args.url:
+                print(f"fairshared: error: cannot reach the daemon at {exc}", file=sys.stderr)
+                return 1
+            print(f"fairshared: no daemon answers ({exc}): reading the cluster here", file=sys.stderr)
+            obj, source = computed_here(args, user)
+    if args.format == "json":
+        print(json.dumps(obj, indent=1))
+    else:
+        sys.stdout.write(standing_text(obj, source))
+    return 0
