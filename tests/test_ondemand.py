@@ -143,3 +143,13 @@ def test_settings_come_from_the_environment_then_the_env_file(tmp_path):
     assert settings({}, str(env_file)) == {"FAIRSHARED_URL": "http://head:9817", "FAIRSHARED_TIMEOUT": "5"}
     assert settings({"FAIRSHARED_URL": "http://other:1"}, str(env_file))["FAIRSHARED_URL"] == "http://other:1"
     assert settings({}, str(tmp_path / "absent")) == {}
+
+
+def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
+    """OnDemand's dashboard links to /pun/sys/fairshared; the page's relative links need the slash."""
+    app = load_app_module().make_app({"FAIRSHARED_URL": "http://127.0.0.1:1"})
+    seen = []
+    body = app({"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/pun/sys/fairshared", "PATH_INFO": "",
+                "QUERY_STRING": "user=alice"}, lambda status, headers: seen.append((status, dict(headers))))
+    assert b"".join(body) == b""
+    assert seen == [("301 Moved Permanently", {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]

@@ -68,7 +68,7 @@ def target(base, environ):
     ``None`` when it holds a control character or a backslash (nothing the daemon serves).
     """
     url = urllib.parse.urlsplit(base)
-    path = environ.get("PATH_INFO", "") or "/"
+    path = environ.get("PATH_INFO") or "/"
     if any(ord(c) < 32 or c in "\x7f\\" for c in path):
         return None
     full = url.path.rstrip("/") + urllib.parse.quote(path, safe="/-._~!$&'()*+,;=:@")
@@ -100,6 +100,14 @@ def make_app(config=None, user=None):
         if method not in METHODS:
             start_response("405 Method Not Allowed", [("Allow", ", ".join(METHODS)),
                                                       ("Content-Length", "0")])
+            return [b""]
+        if not environ.get("PATH_INFO"):
+            # the dashboard links to /pun/sys/fairshared: the page's relative links (static/app.js,
+            # api/v1/...) need the slash to resolve under the app and not beside it
+            query = environ.get("QUERY_STRING", "")
+            start_response("301 Moved Permanently",
+                           [("Location", environ.get("SCRIPT_NAME", "") + "/" + ("?" + query if query else "")),
+                            ("Content-Length", "0")])
             return [b""]
         where = target(base, environ)
         if where is None:
