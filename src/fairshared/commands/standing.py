@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from ..model import InputError
 from . import positive_float
@@ -104,17 +105,36 @@ def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
 
 def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     """The standing computed here from the source asked (the live cluster by default), with the
-    line saying so."""
-    from ..api.view import standing_from_snapshot
-    from .common import clock_for, evaluation_time, load_inputs, save_if_asked, warn
+    line saying so.
+
+    The engine runs on what was read, and the answer is the daemon's own: this process builds the
+    API's view of that one computation (:func:`fairshared.api.view.build_view`, as the daemon does
+    after each cycle) and asks the API for ``/api/v1/users/{user}`` in-process, as an admin (what the
+    source let this user read is all there is: Slurm's commands apply PrivateData themselves).  Its
+    cycle number is 0: no daemon's cycle."""
+    from ..api.routes import Api, ViewKeeper
+    from ..cycle import CycleResult
+    from ..engine.decide import decide
+    from .common import clock_for, evaluation_time, load_inputs, run_engine, save_if_asked, warn
 
     snap = load_inputs(args)
     warn(snap)
     now, when = evaluation_time(args.at, snap, live(args), clock_for(args))
     save_if_asked(args, snap, now)
+    snap = replace(snap, evaluated_at=float(now))  # the view evaluates the jobs at the snapshot's time
+    algorithm, params = decide(snap.settings)
+    keeper = ViewKeeper(engine_params=lambda _snap: params)
+    keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source,
+                               push_mode="off", dry_run=True, snapshot=snap,
+                               result=run_engine(snap, algorithm, params)))
+    code, obj = Api(keeper, clock=lambda: now).answer(
+        {"REQUEST_METHOD": "GET", "PATH_INFO": f"/api/v1/users/{user}", "QUERY_STRING": "",
+         "REMOTE_ADDR": "127.0.0.1"}, token_ok=True)
+    if code != 200:
+        raise InputError(obj["error"])
     where = ("the demo cluster" if args.demo else f"the snapshot {args.snapshot}" if args.snapshot
              else f"the sshare dump {args.from_sshare}" if args.from_sshare else "Slurm's commands")
-    return standing_from_snapshot(snap, user, now), f"computed here from {where} (evaluated at {when})"
+    return obj, f"computed here from {where}, evaluated at {when}"
 
 
 def cmd_standing(args: argparse.Namespace) -> int:
@@ -132,7 +152,8 @@ def cmd_standing(args: argparse.Namespace) -> int:
         url = args.url or f"http://{cfg.http.listen}"
         try:
             obj = from_daemon(url, user, recompute_token(args, cfg), args.wait)
-            source = f"from the daemon at {url.rstrip('/')}, cycle {obj['cycle']['number']}"
+            source = f"from the daemon at {url.rstrip('/')}, cycle {obj['cycle']['number']}" + (
+                " (stale: the cycles since have failed)" if obj["cycle"].get("stale") else "")
         except Unreachable as exc:
             if args.url:
                 print(f"fairshared: error: cannot reach the daemon at {exc}", file=sys.stderr)

@@ -62,10 +62,11 @@ def standing_text(obj: dict, source: str) -> str:
         out.extend(_path_lines(a["path"]))
         out.append("")
     jobs = obj["pending_jobs"]
+    total = obj.get("pending_total", len(jobs))  # the API pages a long list: this is its first page
     if not jobs:
-        out.append("No pending jobs.")
+        out.append("No pending jobs." if not total else f"Pending jobs: {total} (none on this page)")
         return "\n".join(out) + "\n"
-    out.append(f"Pending jobs: {len(jobs)}")
+    out.append(f"Pending jobs: {total}" + (f" (the first {len(jobs)} shown)" if total > len(jobs) else ""))
     cols = [("JOBID", lambda j: str(j["display_id"] or j["job_id"])), ("ACCOUNT", lambda j: j["account"]),
             ("PARTITION", lambda j: j["partition"] or "-"), ("QOS", lambda j: j["qos"] or "-"),
             ("PRIORITY", lambda j: f"{j['priority']:,}" if j["priority"] is not None else "-"),
