@@ -29,7 +29,7 @@ LAYER = {
     "engine": 1, "priority": 1, "usage": 1, "plan": 1, "push_modes": 1, "push_assoc": 1, "takeback": 1, "whatif": 1, "explain_vs": 1, "explain_common": 1, "explain_json": 1,
     "output": 1, "cycle": 1,
     # 2 adapters: where inputs come from and where results go
-    "inputs": 2, "sources": 2, "sinks": 2,
+    "inputs": 2, "sources": 2, "sinks": 2, "api": 2,
     # 3 applications: the daemon and the commands
     "daemon": 3, "commands": 3,
     # 4 entry points
