@@ -51,6 +51,9 @@ class ClusterSettings:
     no_normal_ambiguous: bool = False  # NO_NORMAL_ALL printed for any NO_NORMAL_* flag (before 25.11)
     rate_limit: Mapping[str, int] | None = None  # rl_enable: bucket_size, refill_rate, refill_period
     slurm_user_uid: int | None = None
+    # PrivateData, lower case as scontrol prints it ("none": empty): what slurmctld hides from users
+    # who are not operators (the daemon's API honours accounts, jobs, usage and users: api/identity.py)
+    private_data: tuple[str, ...] = ()
     given: tuple[str, ...] = ()
     unset: frozenset[str] = frozenset()
 
@@ -93,7 +96,7 @@ class ClusterSettings:
 
 _SETTINGS = tuple(f.name for f in fields(ClusterSettings) if f.name not in ("given", "unset"))
 _DEFAULTS = {k: getattr(ClusterSettings(), k) for k in _SETTINGS}
-_TUPLES = ("priority_flags", "tres_order", "accounting_storage_enforce")
+_TUPLES = ("priority_flags", "tres_order", "accounting_storage_enforce", "private_data")
 _MAPPINGS = ("weight_tres", "weight_tres_exact", "rate_limit")
 
 

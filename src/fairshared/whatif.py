@@ -26,7 +26,9 @@ import numpy as np
 from .engine import Params, build_tree, compute
 from .engine.result import Result
 from .engine.sibling_order import name_key
+from .engine.tree import Tree
 from .model import ROOT, Association, InputError, check_shares, check_usage
+from .usage import UsagePolicy
 
 KINDS = ("shares", "usage", "add-account", "add-user", "move")
 
@@ -246,7 +248,7 @@ def order_changes(before: Sequence, after: Sequence) -> list[dict]:
     """Pending jobs whose place in their partition's queue changes.
 
     ``before``/``after``: the queue entries (objects with ``job``, ``partition``, ``priority``) in
-    the scheduler's order, e.g. ``commands.explain_common.queue_entries``.  Positions are 1-based.
+    the scheduler's order, e.g. ``explain_common.queue_entries``.  Positions are 1-based.
     """
     def places(entries) -> dict[tuple, tuple[int, int]]:
         seen: dict[str, int] = {}
@@ -275,7 +277,7 @@ OTHERS = ("decay", "hold")
 HORIZON_HALF_LIVES = 64  # beyond this the association's usage is < 2^−64 of today's: "never" in practice
 
 
-def recovery(associations: Sequence[Association], key: tuple, algorithm: str, params: Params,
+def recovery(associations: Sequence[Association] | Tree, key: tuple, algorithm: str, params: Params,
              period_decay, *, target: float | None = None, target_rank: int | None = None,
              others: str = "decay") -> dict:
     """Calc periods k until ``key``'s FairShare >= ``target`` (or its rank <= ``target_rank``) if it runs
@@ -300,17 +302,17 @@ def recovery(associations: Sequence[Association], key: tuple, algorithm: str, pa
       usage gives.
 
     With the factor monotone in k, k is found by bisection up to :data:`HORIZON_HALF_LIVES`
-    half-lives, each step one engine computation.
+    half-lives, each step one engine computation.  ``associations`` may be the tree already built
+    (the daemon's API keeps the last cycle's).
     """
     if (target is None) == (target_rank is None):
         raise ValueError("give exactly one of target and target_rank")
     if others not in OTHERS:
         raise ValueError(f"others must be one of {OTHERS}")
-    tree = build_tree(list(associations))
-    index = {tree.key(i): i for i in range(tree.n)}
-    if key not in index:
+    tree = associations if isinstance(associations, Tree) else build_tree(list(associations))
+    i = next((j for j in range(tree.n) if tree.key(j) == key), None)
+    if i is None:
         raise InputError("no such association", "/".join(x for x in key if x))
-    i = index[key]
     chain = [i]
     while chain[-1] > 0:
         chain.append(int(tree.parent[chain[-1]]))
@@ -351,5 +353,19 @@ def recovery(associations: Sequence[Association], key: tuple, algorithm: str, pa
     return {**out, "periods": hi, "fairshare_then": f, "rank_then": rank}
 
 
+def recovery_report(associations: Sequence[Association] | Tree, key: tuple, algorithm: str, params: Params,
+                    policy: UsagePolicy, *, target: float | None = None, target_rank: int | None = None,
+                    others: str = "decay") -> dict:
+    """What ``whatif --recovery USER:ACCOUNT --format json`` says: :func:`recovery` under the cluster's
+    usage policy, with the association and the policy's periods beside it, and the answer in seconds."""
+    rec = recovery(associations, key, algorithm, params, policy.period_decay, target=target,
+                   target_rank=target_rank, others=others)
+    rec.update(association={"account": key[0], "user": key[1], "partition": key[2]},
+               half_life_seconds=policy.half_life, calc_period_seconds=policy.calc_period,
+               reset_period=policy.reset_period,
+               seconds=None if rec["periods"] is None else rec["periods"] * policy.calc_period)
+    return rec
+
+
 __all__ = ["Edit", "KINDS", "OTHERS", "apply_edits", "fairshare_changes", "order_changes",
-           "parse_edit", "recovery"]
+           "parse_edit", "recovery", "recovery_report"]

@@ -33,8 +33,8 @@ from .common import (
     save_if_asked,
     warn,
 )
-from .explain_common import duration, queue_entries, utc, why
-from .explain_json import explain_data
+from ..explain_common import duration, queue_entries, utc, why
+from ..explain_json import explain_data
 from .explain_vs_cmd import add_arguments as add_vs_arguments
 from .explain_vs_cmd import cmd_explain_vs
 

@@ -14,7 +14,7 @@ import sys
 from ..explain_vs import explain_vs
 from ..priority import PriorityParams
 from .common import evaluate, save_if_asked
-from .explain_common import utc
+from ..explain_common import utc
 
 
 def add_arguments(e: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from ..explain_vs import resolve
 from ..model import InputError, Snapshot
 from ..priority import PriorityParams
 from ..usage import UsagePolicy
-from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery
+from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery_report
 from . import positive_float
 from .common import (
     add_at,
@@ -32,7 +32,7 @@ from .common import (
     warn,
 )
 from .compare import parse_weights
-from .explain_common import duration, queue_entries
+from ..explain_common import duration, queue_entries
 
 
 class _EditAction(argparse.Action):
@@ -135,13 +135,8 @@ def whatif_data(snap: Snapshot, args: argparse.Namespace, now: int) -> dict:
             policy = UsagePolicy.from_settings(settings)
         except ValueError as exc:
             raise InputError(f"the cluster's usage settings: {exc}") from None
-        rec = recovery(after_assocs, key, alg_after, engine_after, policy.period_decay, target=args.target,
-                       target_rank=args.target_rank, others=args.others)
-        rec.update(association={"account": key[0], "user": key[1], "partition": key[2]},
-                   half_life_seconds=policy.half_life, calc_period_seconds=policy.calc_period,
-                   reset_period=policy.reset_period,
-                   seconds=None if rec["periods"] is None else rec["periods"] * policy.calc_period)
-        data["recovery"] = rec
+        data["recovery"] = recovery_report(after_assocs, key, alg_after, engine_after, policy,
+                                           target=args.target, target_rank=args.target_rank, others=args.others)
     elif args.target is not None or args.target_rank is not None:
         raise InputError("--target and --target-rank go with --recovery USER[:ACCOUNT]")
     return data

@@ -30,6 +30,7 @@ MAX_TOKEN_FILE_BYTES = 64 * 1024  # the token is the file's one line: a bigger f
 MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
 PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /metrics in any push mode
 MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
+MAX_PROXIES = 64  # http.proxies: a site has a few reverse proxies, not a network's worth of entries
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -190,6 +191,30 @@ class HttpConfig(_Strict):
     that starts when the interval is over.  The timer's own cycles are not delayed."""
     unhealthy_after: int = Field(5, ge=1)
     """/-/healthy answers 503 after this many failed cycles in a row."""
+    proxies: list[str] = Field(default_factory=list, max_length=MAX_PROXIES)
+    """Addresses (or networks, 10.0.0.0/24) of the reverse proxies trusted to name the caller of
+    /api/v1/ in ``user_header`` (Open OnDemand, Apache or nginx with the site's login); empty by
+    default: the header is then refused from everywhere (403).  The proxy must set the header itself,
+    replacing any a browser sent."""
+    user_header: str = Field("X-Forwarded-User", min_length=1, max_length=64)
+    """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
+
+    @field_validator("proxies")
+    @classmethod
+    def _proxies(cls, v: list[str]) -> list[str]:
+        for text in v:
+            try:
+                ipaddress.ip_network(text.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{text!r} is not an IP address or network") from None
+        return v
+
+    @field_validator("user_header")
+    @classmethod
+    def _header(cls, v: str) -> str:
+        if not all(c.isascii() and (c.isalnum() or c == "-") for c in v):
+            raise ValueError(f"{v!r} is not a header name (letters, digits and '-' only)")
+        return v
 
     @field_validator("listen")
     @classmethod

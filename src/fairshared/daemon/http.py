@@ -4,6 +4,7 @@
 * ``GET /-/healthy``     — 200 ``ok`` unless the last ``unhealthy_after`` cycles all failed (then 503);
 * ``GET /-/ready``       — 200 once a cycle has succeeded (or pushed with some refusals), else 503;
 * ``GET /-/status``      — the last cycle as JSON;
+* ``GET /api/v1/...``    — the read-only JSON API (api/routes.py, docs/api-v1.md), when given;
 * ``POST /-/recompute``  — ask for a cycle now.  200 with its status when it ends; 202 when the
   request was merged but this caller may not wait (too many waiting already); 503 while stopping;
   504 when the cycle did not end in time.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hmac
 import io
 import json
+from http import HTTPStatus
 from dataclasses import dataclass
 from typing import Callable
 
@@ -85,6 +87,9 @@ class Endpoints:
     # () -> (token or None, whether reads need it too): asked at every request, so a reload that
     # rotates the token file or changes http.token_for_reads takes effect at once
     auth: Callable[[], tuple[str | None, bool]] = lambda: (None, False)
+    # GET /api/v1/...: (environ, whether it carries the valid token) -> (HTTP status, JSON-ready object
+    # or the bytes of a JSON document); api/routes.py says who may see what
+    api: Callable[[dict, bool], tuple[int, object]] | None = None
 
 
 def _authorized(environ, token: str | None) -> bool:
@@ -128,6 +133,10 @@ def make_app(ep: Endpoints):
             return send_json(_REASONS[code], obj)
         if method not in ("GET", "HEAD"):
             return send("405 Method Not Allowed", b"GET only\n", TEXT, [("Allow", "GET, HEAD")])
+        if path.startswith("/api/v1/") and ep.api is not None:
+            code, obj = ep.api(environ, bool(token) and _authorized(environ, token))
+            body = obj if isinstance(obj, bytes) else (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+            return send(f"{code} {HTTPStatus(code).phrase}", body, "application/json")
         if path in ("/metrics", "/-/status") and token_for_reads and not _authorized(environ, token):
             return unauthorized()
         if path == "/metrics":

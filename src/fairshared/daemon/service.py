@@ -33,6 +33,7 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 
 from .. import __version__
+from ..api.routes import Api, ViewKeeper
 from ..logs import configure, get_logger
 from ..model import InputError
 from ..records import SourceError
@@ -46,7 +47,7 @@ from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
-from .runner import Runner, period_for
+from .runner import Runner, algorithm_for, period_for
 from .scheduler import Scheduler, make_scheduler
 
 CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
@@ -176,8 +177,12 @@ class Service:
             metrics = Metrics(version=__version__, per_job=config.metrics.per_job,
                               associations=config.metrics.associations)
         self.metrics = metrics
+        # the API's view of the last cycle (api/routes.py): a publisher, kept between cycles
+        self.views = ViewKeeper(engine_params=lambda snap: algorithm_for(self.config, snap)[1])
+        self.api = Api(self.views, history=None)
         self.runner = Runner(config, source, updater, metrics, self.state_dir,
-                             assoc_writer=make_assoc_writer(config, self.cluster_source))
+                             assoc_writer=make_assoc_writer(config, self.cluster_source),
+                             publishers=(self.views,))
         self._set_info()
         # woken by signals through signal.set_wakeup_fd, not a threading.Event: the handler runs in
         # the main thread, and Event.set() there deadlocks when the signal lands while that thread
@@ -297,6 +302,17 @@ class Service:
     def auth(self) -> tuple[str | None, bool]:
         """(token, whether reads need it), asked at every request: a reload takes effect at once."""
         return self.token, reads_need_token(self.config.http, self.token)
+
+    def api_answer(self, environ: dict, token_ok: bool) -> tuple[int, object]:
+        """GET /api/v1/...: the API's answer, under the running http.proxies and http.user_header."""
+        hc = self.config.http
+        return self.api.answer(environ, token_ok=token_ok, proxies=hc.proxies, user_header=hc.user_header,
+                               reads_need_token=reads_need_token(hc, self.token))
+
+    def endpoints(self) -> Endpoints:
+        """What the HTTP server answers with (daemon/http.py)."""
+        return Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status, health=self.health,
+                         ready=self.ready, recompute=self.http_recompute, auth=self.auth, api=self.api_answer)
 
     def health(self) -> tuple[bool, str]:
         n, limit = self.runner.failures, self.config.http.unhealthy_after
@@ -435,9 +451,7 @@ class Service:
                 except Exception:
                     sock.close()
                     raise
-        app = make_app(Endpoints(render_metrics=self.metrics.exposition, status=self.runner.status,
-                                 health=self.health, ready=self.ready, recompute=self.http_recompute,
-                                 auth=self.auth))
+        app = make_app(self.endpoints())
         self.http = HttpServer(app, sock, max_connections=hc.max_connections, timeout=hc.timeout,
                                request_timeout=hc.request_timeout, answer_timeout=hc.answer_timeout,
                                backlog=hc.backlog, threads=hc.max_waiting + 2)

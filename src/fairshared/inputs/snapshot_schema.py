@@ -64,6 +64,7 @@ class SnapshotConfig(_Strict):
     no_normal_ambiguous: bool | None = None
     rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm.config.rate_limit)
     slurm_user_uid: Count | None = None
+    private_data: list[str] | None = None  # PrivateData, lower case (slurm.config.private_data)
 
     @field_validator("priority_flags")
     @classmethod

@@ -40,7 +40,8 @@ def priority_config(raw: dict[str, str]) -> dict:
     Keys: cluster_name, slurm_version, priority_type, priority_flags (list),
     dampening, half_life_seconds, calc_period_seconds, usage_reset_period,
     max_age_seconds, favor_small, weight_{age,assoc,fairshare,jobsize,partition,qos},
-    weight_tres (dict), accounting_storage_enforce (list), site_factor_plugin.
+    weight_tres (dict), accounting_storage_enforce (list), site_factor_plugin, rate_limit,
+    slurm_user_uid, private_data (list).
 
     ``weight_tres`` is PriorityWeightTRES as slurmctld reads it, unit suffixes applied
     (:func:`fairshared.slurm.tres.parse_tres_weights`: ``Mem=0.25G`` is 0.25/1024 per MB); a weight
@@ -72,7 +73,15 @@ def priority_config(raw: dict[str, str]) -> dict:
         "site_factor_plugin": None if plugin in ("(null)", "") else plugin,
         "rate_limit": rate_limit(raw.get("SlurmctldParameters"), raw.get("SLURM_VERSION")),
         "slurm_user_uid": _uid_of(raw.get("SlurmUser", "")),
+        "private_data": private_data(raw.get("PrivateData")),
     }
+
+
+def private_data(text: str | None) -> list[str]:
+    """``PrivateData = accounts,jobs,usage,users`` → those names, lower case; ``none`` (what
+    scontrol prints when nothing is private: private_data_string, slurm_protocol_defs.c) → []."""
+    names = [p.strip().lower() for p in (text or "").split(",") if p.strip()]
+    return [] if names == ["none"] else names
 
 
 def rate_limit(params: str | None, version: str | None = None) -> dict | None:

@@ -233,8 +233,10 @@ class DemoCluster:
     """The demo for the daemon: :func:`demo_inputs` at the clock, plus what the daemon pushed."""
 
     def __init__(self, seed: int = SEED, clock=None, pending_jobs: int | None = None,
-                 assoc_mode: bool = False):
+                 assoc_mode: bool = False, private_data: tuple[str, ...] = ()):
         self.seed = seed
+        # slurm.conf's PrivateData for this demo (tests of the API's privacy set it): () = none
+        self.private_data = tuple(private_data)
         # push mode assoc_priority: the demo's slurm.conf counts each association's Priority
         # (ASSOC_SETTINGS), and what DemoAssocs wrote is kept by association id (TREE's index + 1)
         self.assoc_mode = assoc_mode
@@ -268,7 +270,9 @@ class DemoCluster:
             if self.assoc_mode:
                 prio = {(a, u): self.assoc_priority.get(i + 1, 0) for i, (a, u, _, _) in enumerate(TREE) if u}
                 jobs = [replace(j, assoc_priority=prio.get((j.account, j.user), 0)) for j in jobs]
-                return replace(snap, jobs=jobs, settings=ASSOC_SETTINGS)
+                snap = replace(snap, settings=ASSOC_SETTINGS)
+            if self.private_data:
+                snap = replace(snap, settings=snap.settings.with_values(private_data=list(self.private_data)))
         return replace(snap, jobs=jobs)
 
     def assoc_rows(self) -> list[AssocPriority]:

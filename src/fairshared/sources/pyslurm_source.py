@@ -224,6 +224,9 @@ def config_from_pyslurm(cfg) -> dict:
         "site_factor_plugin": plugin or None,
         "rate_limit": rate_limit(_params_text(getattr(cfg, "slurmctld_parameters", None))),
         "slurm_user_uid": uid if isinstance(uid := getattr(cfg, "slurm_user_id", None), int) else None,
+        # a list of lower-case names, [] for none (pyslurm's Config.private_data, private_data_string)
+        "private_data": [str(x).strip().lower() for x in (getattr(cfg, "private_data", None) or [])
+                         if str(x).strip() and str(x).strip().lower() != "none"],
     }
 
 

@@ -7,11 +7,12 @@ duration are written.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable
 
-from ..engine.ranks import fairshare_of
-from ..engine.result import Result
-from ..model import Snapshot
-from ..priority import FACTOR_NAMES, Factors, PriorityParams, job_priority, listed_by_sprio
+from .engine.ranks import fairshare_of
+from .engine.result import Result
+from .model import ClusterInfo, Snapshot
+from .priority import FACTOR_NAMES, Factors, PriorityParams, job_priority, listed_by_sprio
 
 IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
            "partition": "partition", "qos": "QOS"}
@@ -36,23 +37,27 @@ def utc(ts: int) -> str:
 
 
 def queue_entries(pi: Snapshot, result: Result, params: PriorityParams, now: int) -> list[Factors]:
-    """Every (job, partition) the scheduler would consider, in its order.
-
-    sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
-    first, then submit time, then job id (reservations and preemption, which come
-    first there, are not modelled).
-    """
+    """Every (job, partition) the scheduler would consider, in its order (:func:`queue_key`)."""
     fs = fairshare_of(result)
     entries: list[Factors] = []
     for j in pi.jobs:
         if listed_by_sprio(j, params, now):
             entries.extend(job_priority(j, fs(j), pi.cluster_info, params, now))
+    return sorted(entries, key=queue_key(pi.cluster_info))
 
-    def tier(f: Factors) -> int:
-        p = pi.cluster_info.partitions.get(f.partition)
-        return p.priority_tier if p else 0
 
-    return sorted(entries, key=lambda f: (-tier(f), -f.priority, f.job.submit_time, f.job.job_id))
+def queue_key(cluster: ClusterInfo) -> Callable[[Factors], tuple]:
+    """The scheduler's sort key of a (job, partition) entry.
+
+    sort_job_queue2 (22.05): partition PriorityTier high first, then priority high
+    first, then submit time, then job id (reservations and preemption, which come
+    first there, are not modelled).
+    """
+    def key(f: Factors) -> tuple:
+        p = cluster.partitions.get(f.partition)
+        return (-(p.priority_tier if p else 0), -f.priority, f.job.submit_time, f.job.job_id)
+
+    return key
 
 
 def _differences(a: Factors, b: Factors) -> list[tuple[str, float]]:

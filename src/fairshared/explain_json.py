@@ -2,17 +2,31 @@
 
 Pure: from the inputs, the engine's result and the evaluation time to a dict (the text page is
 :func:`fairshared.commands.explain.explain_text`; ``--vs`` has its own JSON in ``explain_vs``).
+The daemon's API (``api/view.py``) answers ``GET /api/v1/jobs/ID`` with it too, so it sits in the
+core, below both.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-from ..engine.ranks import assoc_index, fairshare_of, job_assoc
-from ..engine.result import Result
-from ..model import InputError, Snapshot
-from ..priority import Factors, PriorityParams, job_priority, listed_by_sprio
+from .engine.ranks import assoc_index, fairshare_of, job_assoc
+from .engine.result import Result
+from .model import InputError, Job, Snapshot
+from .priority import Factors, PriorityParams, job_priority, listed_by_sprio
 from .explain_common import queue_entries, why
+
+
+class QueuePlace(NamedTuple):
+    """A job's place in its partition's queue: see :func:`queue_place`."""
+
+    me: Factors
+    ahead: list[Factors]  # nearest first
+    behind: list[Factors]
+    place: int  # 1-based
+    of: int
 
 
 def _num(x) -> float | str | None:
@@ -56,27 +70,47 @@ def _neighbour(e: Factors, me: Factors, why) -> dict:
             "difference": e.priority - me.priority, "why": why(e, me)}
 
 
+def queue_place(entries: Sequence[Factors], job: Job, neighbours: int = 3) -> QueuePlace | None:
+    """Where ``job`` stands in ``entries`` (every (job, partition) in the scheduler's order, as
+    :func:`queue_entries` gives them): its first entry, the ``neighbours`` entries just ahead of it
+    in the same partition (nearest first) and just behind, its place (1-based) and how many
+    entries that partition holds.  None when sprio would not list the job."""
+    mine = [e for e in entries if e.job.job_id == job.job_id]
+    if not mine:
+        return None
+    me = mine[0]
+    same = [e for e in entries if e.partition == me.partition]
+    pos = next(q for q, e in enumerate(same) if e.job.job_id == job.job_id)
+    return QueuePlace(me, list(reversed(same[max(0, pos - neighbours):pos])),
+                      same[pos + 1:pos + 1 + neighbours], pos + 1, len(same))
+
+
 def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str,
-                 neighbours: int = 3) -> dict:
+                 neighbours: int = 3, queue: Callable[[Job, int], QueuePlace | None] | None = None) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
-    the fair-share path from root, its place in the queue and the jobs just ahead and behind."""
+    the fair-share path from root, its place in the queue and the jobs just ahead and behind.
+
+    ``queue(job, neighbours)`` says where the job stands; by default :func:`queue_place` over the
+    whole queue of ``pi`` (the daemon's API passes its own, over an order it sorted once per cycle,
+    and ``pi`` then needs to hold only the job itself)."""
     params = PriorityParams.from_settings(pi.settings)
     job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     i = job_assoc(job, assoc_index(result))
-    rows = job_priority(job, fairshare_of(result)(job), pi.cluster_info, params, now)
-    queue = None
-    entries = queue_entries(pi, result, params, now)
-    mine = [e for e in entries if e.job.job_id == job.job_id]
-    if mine:
-        me = mine[0]
-        same = [e for e in entries if e.partition == me.partition]
-        pos = next(q for q, e in enumerate(same) if e.job.job_id == job.job_id)
-        queue = {"partition": me.partition, "place": pos + 1, "of": len(same),
-                 "order": ["priority_tier", "priority", "submit_time", "job_id"],
-                 "ahead": [_neighbour(e, me, why) for e in reversed(same[max(0, pos - neighbours):pos])],
-                 "behind": [_neighbour(e, me, why) for e in same[pos + 1:pos + 1 + neighbours]]}
+    fs = fairshare_of(result)
+    rows = job_priority(job, fs(job), pi.cluster_info, params, now)
+    if queue is None:
+        place = queue_place(queue_entries(pi, result, params, now), job, neighbours)
+    else:
+        place = queue(job, neighbours)
+    queue_part = None
+    if place is not None:
+        me = place.me
+        queue_part = {"partition": me.partition, "place": place.place, "of": place.of,
+                      "order": ["priority_tier", "priority", "submit_time", "job_id"],
+                      "ahead": [_neighbour(e, me, why) for e in place.ahead],
+                      "behind": [_neighbour(e, me, why) for e in place.behind]}
     users = int(result.tree.is_user.sum())
     return {
         "job": {"job_id": job.job_id, "display_id": job.display_id or str(job.job_id), "user": job.user,
@@ -88,11 +122,11 @@ def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str
         "evaluated_at_is": when,
         "listed_by_sprio": listed_by_sprio(job, params, now),
         "priorities": [_row(f, params) for f in rows],
-        "fairshare": {"factor": fairshare_of(result)(job), "association_found": i is not None,
+        "fairshare": {"factor": fs(job), "association_found": i is not None,
                       "rank": int(result.user_ranks()[i]) if i is not None else None,
                       "user_associations": users, "path": _path(result, i)},
-        "queue": queue,
+        "queue": queue_part,
     }
 
 
-__all__ = ["explain_data"]
+__all__ = ["QueuePlace", "explain_data", "queue_place"]
