@@ -153,3 +153,78 @@ def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
                 "QUERY_STRING": "user=alice"}, lambda status, headers: seen.append((status, dict(headers))))
     assert b"".join(body) == b""
     assert seen == [("301 Moved Permanently", {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]
+
+
+# -- in front of the real demo daemon, which believes 127.0.0.1's header ------------------------------
+
+PREFIX = "/pun/sys/fairshared"  # where OnDemand serves a system app named fairshared
+
+
+@pytest.fixture
+def ood(tmp_path):
+    """The demo daemon (in this process, its real HTTP server) with ``http.proxies = ["127.0.0.1"]`` and
+    PrivateData=usage,jobs, and the app in front of it under waitress at OnDemand's prefix."""
+    from api_helpers import api_daemon
+
+    with api_daemon(tmp_path, http={"proxies": ["127.0.0.1"]}, private=("usage", "jobs")) as d:
+        app = load_app_module().make_app({"FAIRSHARED_URL": f"http://127.0.0.1:{d.port}"})
+        srv = waitress.create_server(app, host="127.0.0.1", port=0, threads=2, url_prefix=PREFIX)
+        threading.Thread(target=srv.run, daemon=True).start()
+        d.app_port = srv.effective_port
+        try:
+            yield d
+        finally:
+            srv.close()
+
+
+def through_app(d, path: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    return request(d.app_port, PREFIX + path, headers=headers)
+
+
+def test_the_daemon_sees_the_puns_user_whatever_the_browser_claims(ood):
+    for claimed in ({}, {"X-Forwarded-User": "alice"}, {"X-Forwarded-User": "alice", "X_Forwarded_User": "bob"}):
+        status, _, body = through_app(ood, "/api/v1/whoami", claimed)
+        assert status == 200, body
+        answer = json.loads(body)
+        assert (answer["user"], answer["admin"], sorted(answer["private"])) == (ME, False, ["jobs", "usage"]), claimed
+    # under PrivateData=usage the app's user gets its own rows, never alice's
+    status, _, body = through_app(ood, "/api/v1/users/alice", {"X-Forwarded-User": "alice"})
+    assert (status, json.loads(body)["error"]) == (403, "user 'alice' is not yours (PrivateData=jobs,usage)")
+    status, _, body = through_app(ood, "/api/v1/associations?user=alice", {"X-Forwarded-User": "alice"})
+    assert (status, json.loads(body)["total"]) == (200, 0)
+    if ME == "root":  # the demo tree has a root user (root/root): the test's own standing
+        status, _, body = through_app(ood, f"/api/v1/users/{ME}")
+        assert status == 200 and [a["account"] for a in json.loads(body)["associations"]] == ["root"]
+
+
+def test_the_trust_model_s_limit_every_process_on_the_proxy_host_is_believed(ood):
+    """What deploy/ondemand/README.md says: the daemon sees an address, not a process.  From the proxy's
+    address a header is believed whoever sent it; from any other (127.0.0.2 plays another host) it is
+    refused."""
+    status, body, _ = ood.get("/api/v1/whoami", headers={"X-Forwarded-User": "alice"})
+    assert (status, json.loads(body)["user"]) == (200, "alice")
+    status, body, _ = ood.get("/api/v1/whoami", headers={"X-Forwarded-User": "alice"}, source="127.0.0.2")
+    assert status == 403 and "not in http.proxies" in json.loads(body)["error"]
+
+
+def test_the_page_comes_through_the_app_as_the_daemon_serves_it_and_its_links_stay_under_the_app(ood):
+    """The page (the daemon's ``/``) through the app is the daemon's own answer, and every asset it
+    links (and every API path its scripts fetch) resolves under the app's prefix: an absolute link
+    (``/static/...``, ``/api/v1/...``) would leave OnDemand's /pun/sys/fairshared/ for the portal's own root."""
+    import re
+    import urllib.parse
+
+    html = {"Accept": "text/html,application/xhtml+xml"}
+    assert request(ood.app_port, PREFIX)[0] == 301  # to the slash: relative links resolve under it
+    status, headers, body = through_app(ood, "/", html)
+    d_status, d_body, d_headers = ood.get("/", headers=html)
+    assert (status, headers["content-type"], body) == (d_status, d_headers["Content-Type"], d_body)
+    base = f"http://127.0.0.1:{ood.app_port}{PREFIX}/"
+    links = re.findall(rb'(?:src|href)="([^"#]+)"', body) if headers["content-type"].startswith("text/html") else []
+    for link in (x.decode() for x in links if not x.startswith(b"data:")):
+        url = urllib.parse.urlsplit(urllib.parse.urljoin(base, link))
+        assert url.path.startswith(PREFIX + "/"), f"the page links {link!r}: outside the app under OnDemand"
+        status, _, asset = request(ood.app_port, url.path)
+        assert status == 200, link
+        absolute = re.findall(rb"""["'`]/api/v1/""", asset)
+        assert not absolute, f"{link} fetches /api/v1/ from the portal's root, not through the app"

@@ -138,3 +138,49 @@ def test_no_daemon_at_the_url_asked_is_an_error_and_at_the_configs_a_reading_her
 def test_url_and_a_source_together_are_refused(capsys):
     assert main(["standing", "--url", "http://127.0.0.1:1", "--demo"]) == 2
     assert "give one or the other" in capsys.readouterr().err
+
+
+# -- both ways, the same cycle: the real demo daemon and --demo here ---------------------------------
+
+@pytest.fixture(scope="module")
+def demo_daemon(tmp_path_factory):
+    """``fairshared run --demo`` as a process (its own wall clock), after its first cycle."""
+    from daemon_proc import Daemon, write_config
+
+    tmp = tmp_path_factory.mktemp("standing-daemon")
+    cfg = write_config(tmp / "fs.toml", f'[state]\ndirectory = "{tmp}/state"\n')
+    d = Daemon(tmp, "--demo", "--period", "3600", "--config", str(cfg))
+    try:
+        d.wait_ready()
+        d.wait_cycle(1)
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("user", ["alice", "kim", "root"])
+def test_the_daemon_and_the_demo_here_print_the_same_for_the_same_cycle(demo_daemon, capsys, user):
+    """alice has two associations, kim 0 shares, root the root user: the daemon's first cycle (nothing
+    pushed yet) and ``--demo --at`` that cycle's time print the same page, but for the line saying where
+    it came from, and give the same object but for the cycle's number and age."""
+    assert main(["standing", user, "--url", demo_daemon.url, "--format", "json"]) == 0
+    theirs = json.loads(capsys.readouterr().out)
+    at = str(theirs["cycle"]["evaluated_at"])
+    assert main(["standing", user, "--demo", "--at", at, "--format", "json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    assert theirs["cycle"]["number"] == 1 and ours["cycle"]["number"] == 0
+
+    def same(obj):
+        return {**obj, "cycle": {k: v for k, v in obj["cycle"].items() if k not in ("number", "age_seconds")}}
+
+    assert same(theirs) == same(ours)
+    assert theirs["associations"] and all(a["user"] == user for a in theirs["associations"])
+
+    assert main(["standing", user, "--url", demo_daemon.url]) == 0
+    daemon_text = capsys.readouterr().out.splitlines()
+    assert main(["standing", user, "--demo", "--at", at]) == 0
+    here_text = capsys.readouterr().out.splitlines()
+    assert daemon_text[1] == f"from the daemon at {demo_daemon.url}, cycle 1"
+    assert here_text[1] == "computed here from the demo cluster, evaluated at the time given with --at"
+    assert daemon_text[:1] + daemon_text[2:] == here_text[:1] + here_text[2:]
+    assert len(here_text) > 8

@@ -7,7 +7,7 @@ function, so both ways print the same for the same cycle.
 
 from __future__ import annotations
 
-from .explain_common import utc
+from ..explain_common import utc
 
 
 def _num(x, digits: int = 6) -> str:
