@@ -184,3 +184,50 @@ def test_the_daemon_and_the_demo_here_print_the_same_for_the_same_cycle(demo_dae
     assert here_text[1] == "computed here from the demo cluster, evaluated at the time given with --at"
     assert daemon_text[:1] + daemon_text[2:] == here_text[:1] + here_text[2:]
     assert len(here_text) > 8
+
+
+def test_a_snapshot_saved_here_reads_back_to_the_same_standing(tmp_path, capsys):
+    at = "2026-11-24T12:00:00Z"
+    saved = tmp_path / "demo.json"
+    assert main(["standing", "kim", "--demo", "--at", at, "--save-snapshot", str(saved)]) == 0
+    demo = capsys.readouterr().out.splitlines()
+    assert main(["standing", "kim", "--snapshot", str(saved)]) == 0
+    back = capsys.readouterr().out.splitlines()
+    assert back[1] == f"computed here from the snapshot {saved}, evaluated at the snapshot's time"
+    assert demo[:1] + demo[2:] == back[:1] + back[2:]
+    assert "genomics/kim: fair-share factor 0.785714, rank 4 of 14" in demo  # kim has 0 shares
+
+
+def test_an_sshare_dump_has_no_jobs_and_says_so_and_an_unknown_user_is_one_line(capsys):
+    from pathlib import Path
+
+    dump = str(Path(__file__).resolve().parent.parent / "examples" / "sshare-fair-tree.txt")
+    assert main(["standing", "root", "--from-sshare", dump]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == f"computed here from the sshare dump {dump} (which holds no jobs), evaluated at now"
+    assert out[3] == "root/root: fair-share factor 0.823529, rank 4 of 17" and out[-1] == "No pending jobs."
+    assert main(["standing", "zed", "--demo"]) == 2
+    assert capsys.readouterr().err == (
+        "fairshared: error: no association and no pending job of user 'zed' in the demo cluster\n")
+
+
+def test_the_caller_is_the_default_user(capsys, monkeypatch):
+    from fairshared.commands import standing
+
+    monkeypatch.setattr(standing, "caller", lambda: "alice")
+    assert main(["standing", "--demo", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["user"] == "alice"
+
+
+def test_the_daemons_token_file_unreadable_here_means_asking_without_one(fake, tmp_path, capsys, monkeypatch):
+    """A user's `fairshared standing --config /etc/fairshared/fairshared.toml` on the head node: the
+    config's token file is the daemon's (here: absent); asked without a token, not refused."""
+    monkeypatch.delenv("FAIRSHARED_TOKEN", raising=False)
+    daemon = fake()
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(f'[http]\ntoken_file = "{tmp_path}/absent"\n')
+    assert main(["standing", "alice", "--config", str(cfg), "--url", url_of(daemon)]) == 0
+    assert "Authorization" not in daemon.seen[0][1]
+    capsys.readouterr()
+    assert main(["standing", "alice", "--url", url_of(daemon), "--token-file", str(tmp_path / "absent")]) == 2
+    assert "absent" in capsys.readouterr().err  # asked for by name: its error stands

@@ -130,16 +130,33 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     code, obj = Api(keeper, clock=lambda: now).answer(
         {"REQUEST_METHOD": "GET", "PATH_INFO": f"/api/v1/users/{user}", "QUERY_STRING": "",
          "REMOTE_ADDR": "127.0.0.1"}, token_ok=True)
+    where = ("the demo cluster" if args.demo else f"the snapshot {args.snapshot}" if args.snapshot
+             else f"the sshare dump {args.from_sshare} (which holds no jobs)" if args.from_sshare
+             else "Slurm's commands")
+    if code == 404:  # the API's "in the last cycle" is the daemon's; here it is what was just read
+        raise InputError(f"no association and no pending job of user {user!r} in {where}")
     if code != 200:
         raise InputError(obj["error"])
-    where = ("the demo cluster" if args.demo else f"the snapshot {args.snapshot}" if args.snapshot
-             else f"the sshare dump {args.from_sshare}" if args.from_sshare else "Slurm's commands")
     return obj, f"computed here from {where}, evaluated at {when}"
+
+
+def token_for(args: argparse.Namespace, cfg) -> str | None:
+    """The token as ``recompute`` finds it; but the config's own (``http.token_file``), which a user
+    cannot read (it is the daemon's, 0600), means no token rather than an error: a user asks without."""
+    import os
+
+    from .recompute import recompute_token
+
+    try:
+        return recompute_token(args, cfg)
+    except InputError:
+        if args.token_file or args.token is not None or os.environ.get("FAIRSHARED_TOKEN") is not None:
+            raise
+        return None
 
 
 def cmd_standing(args: argparse.Namespace) -> int:
     from ..daemon.config import load_config
-    from .recompute import recompute_token
 
     user = args.user or caller()
     if args.url and _asked_a_source(args):
@@ -151,7 +168,7 @@ def cmd_standing(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
         url = args.url or f"http://{cfg.http.listen}"
         try:
-            obj = from_daemon(url, user, recompute_token(args, cfg), args.wait)
+            obj = from_daemon(url, user, token_for(args, cfg), args.wait)
             source = f"from the daemon at {url.rstrip('/')}, cycle {obj['cycle']['number']}" + (
                 " (stale: the cycles since have failed)" if obj["cycle"].get("stale") else "")
         except Unreachable as exc:
