@@ -231,3 +231,17 @@ def test_the_daemons_token_file_unreadable_here_means_asking_without_one(fake, t
     capsys.readouterr()
     assert main(["standing", "alice", "--url", url_of(daemon), "--token-file", str(tmp_path / "absent")]) == 2
     assert "absent" in capsys.readouterr().err  # asked for by name: its error stands
+
+
+def test_a_daemon_that_does_not_answer_this_caller_means_reading_here_unless_it_was_asked(fake, tmp_path, capsys,
+                                                                                          monkeypatch):
+    refusing = fake(401, {"error": "a valid 'Authorization: Bearer <token>' is required"})
+    assert main(["standing", "alice", "--url", url_of(refusing)]) == 2  # asked by URL: its answer stands
+    assert capsys.readouterr().err.strip().endswith("HTTP 401: a valid 'Authorization: Bearer <token>' is required")
+    cfg = tmp_path / "f.toml"
+    cfg.write_text(f'[http]\nlisten = "127.0.0.1:{refusing.server_address[1]}"\n')
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm command here: the reading fails, in one line
+    assert main(["standing", "alice", "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("fairshared: the daemon does not answer this (") and "HTTP 401" in err[0]
+    assert err[1].startswith("fairshared: error: reading the cluster")

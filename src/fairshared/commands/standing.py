@@ -5,7 +5,7 @@ the same standing computed here with the engine from what the usual sources read
 snapshot, the live cluster through Slurm's commands).  Both give the API's object (docs/api-v1.md),
 printed by :func:`fairshared.commands.standing_text.standing_text` or, with ``--format json``, as it
 is.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
-nothing answers there, the live cluster is read here.
+nothing answers there or it does not answer this caller (401, 403, 503), the live cluster is read here.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def register(subparsers) -> None:
         "(--url, default http://<http.listen> of --config: its last cycle, GET /api/v1/users/USER, always "
         "directly: $http_proxy and the like are ignored and a redirect is refused, as for `fairshared "
         "recompute`), or computed here from --demo, --snapshot, --from-sshare or the live cluster "
-        "(--source slurm).  With neither, the daemon is asked and, if nothing answers at its address, "
-        "the live cluster is read here.",
+        "(--source slurm).  With neither, the daemon is asked and, if nothing answers at its address or it "
+        "does not answer this caller (HTTP 401, 403, 503), the live cluster is read here.",
     )
     p.add_argument("user", nargs="?", metavar="USER", help="whose standing (default: you, by your uid)")
     p.add_argument("--format", choices=["text", "json"], default="text",
@@ -41,7 +41,8 @@ def register(subparsers) -> None:
     p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     p.add_argument("--token-file", metavar="FILE",
                    help="the daemon's bearer token, as for `fairshared recompute` (default: $FAIRSHARED_TOKEN, "
-                   "else the config's); a user needs none where the daemon lets users read their own")
+                   "else the config's); without it the daemon answers only loopback, and only when it has no "
+                   "http.proxies (a user elsewhere is answered here from Slurm's commands instead)")
     p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     p.add_argument("--wait", type=positive_float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the daemon's answer (default: 30)")
@@ -70,6 +71,12 @@ class Unreachable(Exception):
     """Nothing answered at the daemon's address (refused, no route, timed out connecting)."""
 
 
+class NotForYou(InputError):
+    """The daemon answered but not with this standing for this caller: 401 (a user on a login node: the
+    daemon answers its token, its proxy's users and, with no proxies, loopback), 403 (private), 503
+    (no cycle yet)."""
+
+
 def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
     """``GET {url}/api/v1/users/{user}``: the daemon's answer, directly (no proxy, no redirect).
     An HTTP error is an InputError naming the URL and the daemon's one-line reason."""
@@ -94,7 +101,8 @@ def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
             pass
         if 300 <= exc.code < 400:
             text = f"redirects to {exc.headers.get('Location', '(no Location)')!r}: not followed"
-        raise InputError(f"HTTP {exc.code}: {text}", where) from None
+        raise (NotForYou if exc.code in (401, 403, 503) else InputError)(f"HTTP {exc.code}: {text}", where) \
+            from None
     except (urllib.error.URLError, OSError) as exc:
         raise Unreachable(f"{where}: {getattr(exc, 'reason', exc)}") from None
     try:
@@ -176,6 +184,12 @@ def cmd_standing(args: argparse.Namespace) -> int:
                 print(f"fairshared: error: cannot reach the daemon at {exc}", file=sys.stderr)
                 return 1
             print(f"fairshared: no daemon answers ({exc}): reading the cluster here", file=sys.stderr)
+            obj, source = computed_here(args, user)
+        except NotForYou as exc:
+            if args.url:
+                raise
+            print(f"fairshared: the daemon does not answer this ({exc}): reading the cluster here",
+                  file=sys.stderr)
             obj, source = computed_here(args, user)
     if args.format == "json":
         print(json.dumps(obj, indent=1))
