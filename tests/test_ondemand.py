@@ -228,3 +228,13 @@ def test_the_page_comes_through_the_app_as_the_daemon_serves_it_and_its_links_st
         assert status == 200, link
         absolute = re.findall(rb"""["'`]/api/v1/""", asset)
         assert not absolute, f"{link} fetches /api/v1/ from the portal's root, not through the app"
+
+
+def test_the_example_files_agree_the_daemons_config_loads_and_the_app_finds_its_address():
+    from fairshared.daemon.config import load_config
+
+    here = APP_DIR.parent
+    cfg = load_config(here / "fairshared.toml")
+    app = load_app_module().settings({}, str(here / "env"))
+    assert app == {"FAIRSHARED_URL": f"http://{cfg.http.listen}"}  # the commented keys stay defaults
+    assert cfg.http.proxies and cfg.http.user_header == "X-Forwarded-User" and cfg.http.token_file
