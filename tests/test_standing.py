@@ -245,3 +245,14 @@ def test_a_daemon_that_does_not_answer_this_caller_means_reading_here_unless_it_
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith("fairshared: the daemon does not answer this (") and "HTTP 401" in err[0]
     assert err[1].startswith("fairshared: error: reading the cluster")
+
+
+def test_computed_here_with_the_daemons_config_takes_its_algorithm(tmp_path, capsys):
+    cfg = tmp_path / "f.toml"
+    cfg.write_text('[algorithm]\nname = "classic"\n')
+    assert main(["standing", "alice", "--demo", "--config", str(cfg), "--format", "json"]) == 0
+    classic = json.loads(capsys.readouterr().out)
+    assert main(["standing", "alice", "--demo", "--format", "json"]) == 0
+    fair_tree = json.loads(capsys.readouterr().out)
+    assert (classic["cycle"]["algorithm"], fair_tree["cycle"]["algorithm"]) == ("classic", "fair_tree")
+    assert classic["associations"][0]["fairshare"] != fair_tree["associations"][0]["fairshare"]

@@ -37,7 +37,9 @@ def register(subparsers) -> None:
     p.add_argument("user", nargs="?", metavar="USER", help="whose standing (default: you, by your uid)")
     p.add_argument("--format", choices=["text", "json"], default="text",
                    help="json: the API's object (docs/api-v1.md)")
-    p.add_argument("--config", metavar="FILE", help="the daemon's TOML configuration (its address and token)")
+    p.add_argument("--config", metavar="FILE",
+                   help="the daemon's TOML configuration: its address and token, and computed here, its "
+                   "[algorithm] choices")
     p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     p.add_argument("--token-file", metavar="FILE",
                    help="the daemon's bearer token, as for `fairshared recompute` (default: $FAIRSHARED_TOKEN, "
@@ -64,6 +66,7 @@ def caller() -> str:
 
 
 def _asked_a_source(args: argparse.Namespace) -> bool:
+    """Whether a source to compute from here was named (--demo, --snapshot, --from-sshare, --source)."""
     return bool(args.source or args.demo or args.snapshot or args.from_sshare)
 
 
@@ -122,7 +125,8 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     cycle number is 0: no daemon's cycle."""
     from ..api.routes import Api, ViewKeeper
     from ..cycle import CycleResult
-    from ..engine.decide import decide
+    from ..daemon.config import load_config
+    from ..daemon.runner import algorithm_for
     from .common import clock_for, evaluation_time, load_inputs, run_engine, save_if_asked, warn
 
     snap = load_inputs(args)
@@ -130,7 +134,8 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     now, when = evaluation_time(args.at, snap, live(args), clock_for(args))
     save_if_asked(args, snap, now)
     snap = replace(snap, evaluated_at=float(now))  # the view evaluates the jobs at the snapshot's time
-    algorithm, params = decide(snap.settings)
+    # the daemon's choice (its [algorithm] section, else the cluster's PriorityFlags): the same figures
+    algorithm, params = algorithm_for(load_config(args.config), snap)
     keeper = ViewKeeper(engine_params=lambda _snap: params)
     keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source,
                                push_mode="off", dry_run=True, snapshot=snap,
@@ -164,6 +169,7 @@ def token_for(args: argparse.Namespace, cfg) -> str | None:
 
 
 def cmd_standing(args: argparse.Namespace) -> int:
+    """Find the standing (the daemon's, else computed here: see the module docstring) and print it."""
     from ..daemon.config import load_config
 
     user = args.user or caller()
