@@ -169,3 +169,19 @@ def test_each_privatedata_flag_hides_what_slurm_hides(tmp_path, flags, rows):
             code, ex = as_user(d, "alice", f"/api/v1/jobs/{mine}")
             assert code == 200 and all(e["user"] == "alice" for side in ("ahead", "behind")
                                        for e in ex["queue"][side])
+
+
+@pytest.mark.parametrize("http, error", [
+    ({"proxies": ["10.0.0.300"]}, "http.proxies: '10.0.0.300' is not an IP address or network"),
+    ({"proxies": "10.0.0.1"}, "http.proxies: Input should be a valid list"),
+    ({"proxies": ["10.0.0.1"] * 65}, "http.proxies: List should have at most 64 items"),
+    ({"user_header": "X_User"}, "http.user_header: 'X_User' is not a header name (letters, digits and '-' only)"),
+    ({"user_header": ""}, "http.user_header: String should have at least 1 character"),
+])
+def test_the_identity_keys_are_checked_with_one_line_naming_them(http, error):
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.model import InputError
+
+    with pytest.raises(InputError) as exc:
+        config_from_dict({"http": http}, "fs.toml")
+    assert str(exc.value).startswith(f"fs.toml: {error}") and "\n" not in str(exc.value)
