@@ -64,7 +64,8 @@ def make_jobs(assocs, count: int, seed: int = 7) -> list[Job]:
         jobs.append(Job(job_id=jid, display_id=str(jid), user=a.user, account=a.account, partition=p,
                         qos="high" if k % 7 == 0 else "normal", priority=1000, state="PENDING",
                         site_factor=0, submit_time=t, eligible_time=t, accrue_time=t,
-                        cpus=demo.CPUS[jid % len(demo.CPUS)], min_nodes=1, reason="Priority"))
+                        cpus=(c := demo.CPUS[jid % len(demo.CPUS)]), min_nodes=1, reason="Priority",
+                        tres={"cpu": c, "mem": 4000 * c, "node": 1 + c // 16, "billing": c}))
     return jobs
 
 
