@@ -60,3 +60,11 @@ def test_push_churn_levels_never_invert_the_order():
 def test_soak_keeps_rss_flat_over_demo_cycles():
     rows = json_lines(run("soak.py", "--cycles", "15", "--period", "0.05", "--warmup", "5").stdout)
     assert rows[-1]["ok"] is True and rows[-1]["outcomes"] == {"success": 15}
+
+
+def test_api_load_benchmark_answers_every_endpoint():
+    lines = json_lines(run("api_load.py", "--associations", "600", "--jobs", "600", "--repeat", "1").stdout)
+    view = next(r for r in lines if r["measure"] == "view")
+    assert view["associations"] == 600 and view["jobs"] == 600 and view["build_s"] > 0
+    endpoints = [r for r in lines if r["measure"] == "endpoint"]
+    assert len(endpoints) == 13 and all(r["status"] == [200] and r["bytes"] > 100 for r in endpoints)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from operator import attrgetter
 
 import numpy as np
 
@@ -70,15 +71,14 @@ class JobTable:
     def build(cls, jobs: Iterable[Job]) -> JobTable:
         jobs = list(jobs)
         names = [f.name for f in fields(Job)]
-        columns = dict(zip(names, zip(*(tuple(getattr(j, f) for f in names) for j in jobs)))) if jobs \
-            else {f: () for f in names}
+        columns = dict(zip(names, zip(*map(attrgetter(*names), jobs)))) if jobs else {f: () for f in names}
         ints, codes, values = {}, {}, {}
         for name, col in columns.items():
             if name in _INTS:
                 ints[name] = np.fromiter((_NONE if v is None else v for v in col), dtype=np.int64, count=len(jobs))
                 continue
-            if name == "tres":
-                col = [tuple(sorted(v.items())) for v in col]
+            if name == "tres":  # as items in the job's own order (a dict is rebuilt equal from them)
+                col = [tuple(v.items()) if v else () for v in col]
             elif name == "display_id":  # most are the job id itself: kept as "" (one value for all)
                 col = ["" if d == str(j) else d for d, j in zip(col, columns["job_id"])]
             seen: dict = {}

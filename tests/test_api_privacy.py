@@ -1,0 +1,187 @@
+"""Who sees what through /api/v1/ (issue 27, section 4): identity from a trusted proxy's header or the
+token, and Slurm's PrivateData honoured on every endpoint (api/identity.py states the rules).
+
+127.0.0.2 plays the reverse proxy (``http.proxies``); 127.0.0.1 is any other address."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import FakeHistory, api_daemon
+
+PROXY = "127.0.0.2"
+TOKEN = "s3cret-token"
+ALL = ("usage", "users", "jobs", "accounts")
+
+
+def as_user(d, user: str, path: str):
+    return d.json(path, headers={"X-Forwarded-User": user}, source=PROXY)
+
+
+@pytest.fixture
+def private(tmp_path):
+    with api_daemon(tmp_path, http={"proxies": [PROXY], "token": TOKEN}, private=ALL,
+                    history=FakeHistory()) as d:
+        yield d
+
+
+ENDPOINTS = ["/api/v1/whoami", "/api/v1/tree", "/api/v1/associations", "/api/v1/users/alice",
+             "/api/v1/history?user=alice"]
+
+
+def test_a_user_header_from_an_address_that_is_not_a_proxy_is_refused(private):
+    for path in ENDPOINTS:
+        code, out = private.json(path, headers={"X-Forwarded-User": "alice"})  # from 127.0.0.1
+        assert code == 403, path
+        assert out == {"error": "X-Forwarded-User from 127.0.0.1, which is not in http.proxies: refused"}
+        # not even beside the header the proxy would send: a header is believed from a proxy only
+        code, _ = private.json(path, headers={"X-Forwarded-User": "root"}, source="127.0.0.3")
+        assert code == 403
+
+
+def test_without_the_token_or_a_proxy_nobody_is_let_in_once_proxies_are_configured(private):
+    code, out = private.json("/api/v1/tree")  # loopback, but a proxy may sit there too: no admin
+    assert code == 401 and "Bearer" in out["error"]
+    code, out = private.json("/api/v1/tree", source=PROXY)  # the proxy named nobody
+    assert (code, out) == (401, {"error": "the proxy at 127.0.0.2 named no user (X-Forwarded-User)"})
+    code, out = as_user(private, "al ice", "/api/v1/whoami")
+    assert (code, out) == (400, {"error": "X-Forwarded-User: 'al ice' is not a user name"})
+    code, out = private.json("/api/v1/whoami", token="wrong")
+    assert code == 401
+    code, out = private.json("/api/v1/whoami", token=TOKEN)
+    assert code == 200 and out["admin"] is True and out["user"] is None
+    code, out = as_user(private, "alice", "/api/v1/whoami")
+    assert code == 200 and (out["user"], out["admin"]) == ("alice", False)
+    assert out["private"] == sorted(ALL) or sorted(out["private"]) == sorted(ALL)
+
+
+def test_the_custom_user_header_is_the_one_believed(tmp_path):
+    with api_daemon(tmp_path, http={"proxies": ["127.0.0.0/30"], "user_header": "Remote-User"}) as d:
+        code, out = d.json("/api/v1/whoami", headers={"Remote-User": "bob"}, source=PROXY)
+        assert (code, out["user"]) == (200, "bob")
+        code, out = d.json("/api/v1/whoami", headers={"X-Forwarded-User": "bob"}, source=PROXY)
+        assert code == 401  # that header means nothing here: the proxy named nobody
+
+
+def walk(obj, found: dict):
+    """Every value of the keys "user", "job_id" and "account" anywhere in an answer."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k in ("user", "job_id", "account") and not isinstance(v, (dict, list)):
+                found.setdefault(k, set()).add(v)
+            walk(v, found)
+    elif isinstance(obj, list):
+        for v in obj:
+            walk(v, found)
+    return found
+
+
+def everything(d, ask) -> tuple[list[tuple[str, int, dict]], set[int]]:
+    """Every endpoint, with every user, account, job and association id of the cycle as its argument."""
+    snap = d.snapshot
+    users = sorted({a.user for a in snap.associations if a.user})
+    accounts = sorted({a.account for a in snap.associations})
+    jobs = [j.job_id for j in snap.jobs]
+    paths = ["/api/v1/whoami", "/api/v1/associations", "/api/v1/associations?limit=5000"]
+    paths += [f"/api/v1/tree?parent={i}&depth=3" for i in range(len(snap.associations))]
+    paths += [f"/api/v1/associations?account={a}" for a in accounts]
+    paths += [f"/api/v1/associations?user={u}" for u in users]
+    paths += [f"/api/v1/users/{u}" for u in users]
+    paths += [f"/api/v1/users/{u}/recovery?account={a}&target=0.9" for u in users for a in accounts]
+    paths += [f"/api/v1/users/{u}/recovery?target_rank=1&others=hold" for u in users]
+    paths += [f"/api/v1/history?user={u}" for u in users] + [f"/api/v1/history?account={a}" for a in accounts]
+    paths += [f"/api/v1/jobs/{j}" for j in jobs[::3]]
+    mine = [j.job_id for j in snap.jobs if j.user == "alice"]
+    others = [j.job_id for j in snap.jobs if j.user != "alice"]
+    paths += [f"/api/v1/jobs/{mine[0]}?vs={x}" for x in [*others[:20], *mine[1:3], *users]]
+    paths += [f"/api/v1/jobs/{x}?vs={mine[0]}" for x in others[:5]]
+    return [(p, *ask(p)) for p in paths], set(mine)
+
+
+def test_with_all_private_a_user_never_sees_another_users_rows_through_any_endpoint(private):
+    answers, mine = everything(private, lambda p: as_user(private, "alice", p))
+    ok = [(p, out) for p, code, out in answers if code == 200]
+    refused = {p for p, code, out in answers if code == 403}
+    assert len(ok) > 40 and len(refused) > 100  # both kinds were really asked
+    for path, out in ok:
+        seen = walk(out, {})
+        assert seen.get("user", set()) <= {None, "alice"}, (path, seen["user"])
+        assert seen.get("job_id", set()) <= mine | {None}, path
+        assert seen.get("account", set()) <= {"root", "physics", "chemistry"}, (path, seen["account"])
+    # what she does see: her two associations with their paths, her jobs, her explanations
+    code, me = as_user(private, "alice", "/api/v1/users/alice")
+    assert [(s["account"], s["user"]) for s in me["associations"]] == [("physics", "alice"), ("chemistry", "alice")]
+    assert {j["job_id"] for j in me["pending_jobs"]} == mine and me["pending_total"] == len(mine)
+    code, tree = as_user(private, "alice", "/api/v1/tree?depth=3")
+    assert [(r["account"], r["user"]) for r in tree["items"]] == [
+        ("physics", None), ("physics", "alice"), ("chemistry", None), ("chemistry", "alice")]
+    job = next(iter(mine))
+    code, ex = as_user(private, "alice", f"/api/v1/jobs/{job}")
+    assert code == 200 and ex["job"]["user"] == "alice" and ex["queue"]["of"] > len(mine)
+    # the history was asked for her keys only
+    calls = private.svc.api.history.calls
+    assert calls and all(u == "alice" for keys, _, _ in calls for _, u, _ in keys)
+    for path in ("/api/v1/users/bob", f"/api/v1/jobs/{next(iter(set(j.job_id for j in private.snapshot.jobs) - mine))}",
+                 "/api/v1/history?user=bob", f"/api/v1/jobs/{job}?vs=bob"):
+        code, out = as_user(private, "alice", path)
+        assert code == 403 and out["error"].endswith("is not yours (PrivateData=accounts,jobs,usage,users)"), path
+
+
+def test_an_admin_with_the_token_sees_everything(private):
+    answers, mine = everything(private, lambda p: private.json(p, token=TOKEN))
+    assert not [p for p, code, out in answers if code == 403]
+    code, bob = private.json("/api/v1/users/bob", token=TOKEN)
+    assert code == 200 and bob["pending_total"] == sum(j.user == "bob" for j in private.snapshot.jobs) > 0
+    code, tree = private.json("/api/v1/tree?depth=3", token=TOKEN)
+    assert tree["total"] == 21
+
+
+def visible_rows(d, user: str) -> list[tuple[str, str | None]]:
+    code, tree = as_user(d, user, "/api/v1/tree?depth=3")
+    assert code == 200
+    return [(r["account"], r["user"]) for r in tree["items"]]
+
+
+@pytest.mark.parametrize("flags, rows", [
+    ((), 21),  # nothing private: everything
+    (("jobs",), 21),  # the tree stays public; the jobs do not
+    # accounts alone: the accounts above her associations, and every user association in them
+    (("accounts",), [("root", "root"), ("physics", None), ("physics", "alice"), ("physics", "bob"), ("chemistry", None),
+                     ("chemistry", "hana"), ("chemistry", "ivan"), ("chemistry", "alice")]),
+    (("usage",), [("physics", None), ("physics", "alice"), ("chemistry", None), ("chemistry", "alice")]),
+    (("users",), [("physics", None), ("physics", "alice"), ("chemistry", None), ("chemistry", "alice")]),
+])
+def test_each_privatedata_flag_hides_what_slurm_hides(tmp_path, flags, rows):
+    with api_daemon(tmp_path, http={"proxies": [PROXY]}, private=flags) as d:
+        got = visible_rows(d, "alice")
+        assert (len(got) if isinstance(rows, int) else got) == rows
+        bob_job = next(j.job_id for j in d.snapshot.jobs if j.user == "bob")
+        code, out = as_user(d, "alice", f"/api/v1/jobs/{bob_job}")
+        hidden = bool({"jobs", "usage", "users"} & set(flags))  # the job, or its association's figures
+        assert code == (403 if hidden else 200), (flags, out)
+        code, bob = as_user(d, "alice", "/api/v1/users/bob")
+        if {"usage", "users"} & set(flags):
+            assert code == 403
+        else:
+            assert code == 200
+            assert (bob["pending_jobs"] == []) == ("jobs" in flags)
+        if "jobs" in flags:  # an explanation names no other user's job among its neighbours
+            mine = next(j.job_id for j in d.snapshot.jobs if j.user == "alice")
+            code, ex = as_user(d, "alice", f"/api/v1/jobs/{mine}")
+            assert code == 200 and all(e["user"] == "alice" for side in ("ahead", "behind")
+                                       for e in ex["queue"][side])
+
+
+@pytest.mark.parametrize("http, error", [
+    ({"proxies": ["10.0.0.300"]}, "http.proxies: '10.0.0.300' is not an IP address or network"),
+    ({"proxies": "10.0.0.1"}, "http.proxies: Input should be a valid list"),
+    ({"proxies": ["10.0.0.1"] * 65}, "http.proxies: List should have at most 64 items"),
+    ({"user_header": "X_User"}, "http.user_header: 'X_User' is not a header name (letters, digits and '-' only)"),
+    ({"user_header": ""}, "http.user_header: String should have at least 1 character"),
+])
+def test_the_identity_keys_are_checked_with_one_line_naming_them(http, error):
+    from fairshared.daemon.config import config_from_dict
+    from fairshared.model import InputError
+
+    with pytest.raises(InputError) as exc:
+        config_from_dict({"http": http}, "fs.toml")
+    assert str(exc.value).startswith(f"fs.toml: {error}") and "\n" not in str(exc.value)
