@@ -1,7 +1,8 @@
 """deploy/ondemand/: the Open OnDemand app in front of the daemon.
 
-The app (deploy/ondemand/fairshared/passenger_wsgi.py) runs here under waitress on loopback, as
-Passenger would run it in a user's PUN: first in front of a recording server (what reaches the
+The app (deploy/ondemand/fairshared/passenger_wsgi.py) runs here under waitress on loopback (mounted
+at OnDemand's /pun/sys/fairshared where it matters), as Passenger would run it in a user's PUN:
+first in front of a recording server (what reaches the
 daemon, exactly), then in front of the real demo daemon configured to believe 127.0.0.1's user
 header, which must see the PUN's user and nobody else.
 """
@@ -20,7 +21,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import waitress
 
 APP_DIR = Path(__file__).resolve().parent.parent / "deploy" / "ondemand" / "fairshared"
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -33,24 +33,43 @@ def load_app_module():
     return module
 
 
+def at_prefix(app, prefix: str):
+    """The app mounted at ``prefix``, as Passenger mounts a system app: ``SCRIPT_NAME`` the prefix,
+    ``PATH_INFO`` the rest (404 outside it)."""
+    def mounted(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path != prefix and not path.startswith(prefix + "/"):
+            start_response("404 Not Found", [("Content-Length", "0")])
+            return [b""]
+        return app({**environ, "SCRIPT_NAME": prefix, "PATH_INFO": path[len(prefix):]}, start_response)
+    return mounted
+
+
+def serve_wsgi(app):
+    """``app`` under waitress (the daemon's own server wrapper, which stops cleanly) on loopback."""
+    from fairshared.daemon.httpserver import HttpServer, bind
+
+    srv = HttpServer(app, bind("127.0.0.1:0", 16), max_connections=16, timeout=10, backlog=16, threads=2)
+    srv.start()
+    return srv
+
+
 @pytest.fixture
 def serve_app():
     """Start the app (built with the given settings) under waitress on a free loopback port."""
     servers = []
 
     def start(config: dict) -> int:
-        app = load_app_module().make_app(config)
-        srv = waitress.create_server(app, host="127.0.0.1", port=0, threads=2)
-        threading.Thread(target=srv.run, daemon=True).start()
-        servers.append(srv)
-        return srv.effective_port
+        servers.append(serve_wsgi(load_app_module().make_app(config)))
+        return servers[-1].address[1]
 
     yield start
     for srv in servers:
-        srv.close()
+        srv.stop(2)
 
 
-def request(port: int, path: str, method: str = "GET", headers: dict | None = None) -> tuple[int, dict, bytes]:
+def request(port: int, path: str, method: str = "GET",
+            headers: dict | None = None) -> tuple[int, dict, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         conn.request(method, path, headers=headers or {})
@@ -121,9 +140,13 @@ def test_the_header_name_is_the_daemons_and_only_get_and_head_pass(serve_app, re
                       "FAIRSHARED_USER_HEADER": "X-Remote-User"})
     assert request(port, "/", headers={"X-Remote-User": "alice"})[0] == 200
     assert request(port, "/-/recompute", method="POST")[0] == 405
-    assert request(port, "/metrics", method="HEAD")[0] == 200
+    assert request(port, "/static/app.js", method="HEAD")[0] == 200
+    for path in ("/metrics", "/-/status", "/api/v2/x", "/staticx"):  # every user's figures, unfiltered
+        status, _, body = request(port, path)
+        assert (status, body) == (404, b"fairshared app: only the page (/, /static/) and the API (/api/v1/) "
+                                       b"are served here\n"), path
     assert [(m, p, h.get("X-Remote-User"), h.get("X-Forwarded-User")) for m, p, h in recorder.seen] == [
-        ("GET", "/", ME, None), ("HEAD", "/metrics", ME, None)]  # the POST never left
+        ("GET", "/", ME, None), ("HEAD", "/static/app.js", ME, None)]  # the POST and the rest never left
 
 
 def test_no_daemon_is_one_line_naming_it(serve_app):
@@ -131,7 +154,8 @@ def test_no_daemon_is_one_line_naming_it(serve_app):
 
     url = f"http://127.0.0.1:{free_port()}"
     status, _, body = request(serve_app({"FAIRSHARED_URL": url}), "/api/v1/whoami")
-    assert status == 502 and body.decode().count("\n") == 1 and f"cannot reach the daemon at {url}" in body.decode()
+    assert status == 502 and body.decode().count("\n") == 1
+    assert f"cannot reach the daemon at {url}" in body.decode()
     status, _, body = request(serve_app({}), "/")
     assert status == 500 and "FAIRSHARED_URL is not set" in body.decode()
 
@@ -152,7 +176,8 @@ def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
     body = app({"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/pun/sys/fairshared", "PATH_INFO": "",
                 "QUERY_STRING": "user=alice"}, lambda status, headers: seen.append((status, dict(headers))))
     assert b"".join(body) == b""
-    assert seen == [("301 Moved Permanently", {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]
+    assert seen == [("301 Moved Permanently",
+                     {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]
 
 
 # -- in front of the real demo daemon, which believes 127.0.0.1's header ------------------------------
@@ -168,13 +193,12 @@ def ood(tmp_path):
 
     with api_daemon(tmp_path, http={"proxies": ["127.0.0.1"]}, private=("usage", "jobs")) as d:
         app = load_app_module().make_app({"FAIRSHARED_URL": f"http://127.0.0.1:{d.port}"})
-        srv = waitress.create_server(app, host="127.0.0.1", port=0, threads=2, url_prefix=PREFIX)
-        threading.Thread(target=srv.run, daemon=True).start()
-        d.app_port = srv.effective_port
+        srv = serve_wsgi(at_prefix(app, PREFIX))
+        d.app_port = srv.address[1]
         try:
             yield d
         finally:
-            srv.close()
+            srv.stop(2)
 
 
 def through_app(d, path: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
@@ -182,11 +206,13 @@ def through_app(d, path: str, headers: dict | None = None) -> tuple[int, dict, b
 
 
 def test_the_daemon_sees_the_puns_user_whatever_the_browser_claims(ood):
-    for claimed in ({}, {"X-Forwarded-User": "alice"}, {"X-Forwarded-User": "alice", "X_Forwarded_User": "bob"}):
+    claims = ({}, {"X-Forwarded-User": "alice"}, {"X-Forwarded-User": "alice", "X_Forwarded_User": "bob"})
+    for claimed in claims:
         status, _, body = through_app(ood, "/api/v1/whoami", claimed)
         assert status == 200, body
         answer = json.loads(body)
-        assert (answer["user"], answer["admin"], sorted(answer["private"])) == (ME, False, ["jobs", "usage"]), claimed
+        assert (answer["user"], answer["admin"]) == (ME, False), claimed
+        assert sorted(answer["private"]) == ["jobs", "usage"]
     # under PrivateData=usage the app's user gets its own rows, never alice's
     status, _, body = through_app(ood, "/api/v1/users/alice", {"X-Forwarded-User": "alice"})
     assert (status, json.loads(body)["error"]) == (403, "user 'alice' is not yours (PrivateData=jobs,usage)")
@@ -210,7 +236,8 @@ def test_the_trust_model_s_limit_every_process_on_the_proxy_host_is_believed(ood
 def test_the_page_comes_through_the_app_as_the_daemon_serves_it_and_its_links_stay_under_the_app(ood):
     """The page (the daemon's ``/``) through the app is the daemon's own answer, and every asset it
     links (and every API path its scripts fetch) resolves under the app's prefix: an absolute link
-    (``/static/...``, ``/api/v1/...``) would leave OnDemand's /pun/sys/fairshared/ for the portal's own root."""
+    (``/static/...``, ``/api/v1/...``) would leave OnDemand's /pun/sys/fairshared/ for the portal's own
+    root."""
     import re
     import urllib.parse
 
@@ -220,7 +247,8 @@ def test_the_page_comes_through_the_app_as_the_daemon_serves_it_and_its_links_st
     d_status, d_body, d_headers = ood.get("/", headers=html)
     assert (status, headers["content-type"], body) == (d_status, d_headers["Content-Type"], d_body)
     base = f"http://127.0.0.1:{ood.app_port}{PREFIX}/"
-    links = re.findall(rb'(?:src|href)="([^"#]+)"', body) if headers["content-type"].startswith("text/html") else []
+    is_html = headers["content-type"].startswith("text/html")
+    links = re.findall(rb'(?:src|href)="([^"#]+)"', body) if is_html else []
     for link in (x.decode() for x in links if not x.startswith(b"data:")):
         url = urllib.parse.urlsplit(urllib.parse.urljoin(base, link))
         assert url.path.startswith(PREFIX + "/"), f"the page links {link!r}: outside the app under OnDemand"

@@ -119,20 +119,23 @@ def test_a_redirect_is_refused_and_an_error_is_one_line(fake, capsys):
         f"fairshared: error: {url_of(missing)}/api/v1/users/bob: HTTP 404: no such user: 'bob'")
 
 
-def test_no_daemon_at_the_url_asked_is_an_error_and_at_the_configs_a_reading_here(tmp_path, capsys, monkeypatch):
+def test_no_daemon_at_the_url_asked_is_an_error_and_at_the_configs_a_reading_here(tmp_path, capsys,
+                                                                                   monkeypatch):
     from daemon_proc import free_port
 
     port = free_port()
     assert main(["standing", "alice", "--url", f"http://127.0.0.1:{port}"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"fairshared: error: cannot reach the daemon at http://127.0.0.1:{port}/api/v1/users/alice")
+    assert err.startswith(f"fairshared: error: cannot reach the daemon at "
+                          f"http://127.0.0.1:{port}/api/v1/users/alice")
     cfg = tmp_path / "f.toml"
     cfg.write_text(f'[http]\nlisten = "127.0.0.1:{port}"\n')
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm command here: the reading fails, in one line
     assert main(["standing", "alice", "--config", str(cfg)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith(f"fairshared: no daemon answers (http://127.0.0.1:{port}/api/v1/users/alice")
-    assert err[0].endswith("reading the cluster here") and err[1].startswith("fairshared: error: reading the cluster")
+    assert err[0].endswith("reading the cluster here")
+    assert err[1].startswith("fairshared: error: reading the cluster")
 
 
 def test_url_and_a_source_together_are_refused(capsys):
@@ -233,11 +236,12 @@ def test_the_daemons_token_file_unreadable_here_means_asking_without_one(fake, t
     assert "absent" in capsys.readouterr().err  # asked for by name: its error stands
 
 
-def test_a_daemon_that_does_not_answer_this_caller_means_reading_here_unless_it_was_asked(fake, tmp_path, capsys,
-                                                                                          monkeypatch):
+def test_a_daemon_that_does_not_answer_this_caller_means_reading_here_unless_asked(fake, tmp_path, capsys,
+                                                                                    monkeypatch):
     refusing = fake(401, {"error": "a valid 'Authorization: Bearer <token>' is required"})
     assert main(["standing", "alice", "--url", url_of(refusing)]) == 2  # asked by URL: its answer stands
-    assert capsys.readouterr().err.strip().endswith("HTTP 401: a valid 'Authorization: Bearer <token>' is required")
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("HTTP 401: a valid 'Authorization: Bearer <token>' is required"), err
     cfg = tmp_path / "f.toml"
     cfg.write_text(f'[http]\nlisten = "127.0.0.1:{refusing.server_address[1]}"\n')
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm command here: the reading fails, in one line

@@ -28,6 +28,9 @@ import urllib.parse
 
 ENV_FILE = "/etc/ood/config/apps/fairshared/env"
 METHODS = ("GET", "HEAD")  # the daemon's page and API are read-only; POST /-/recompute is the admin's
+# what users may reach: the page, its files and the API, which honours PrivateData; not /metrics nor
+# /-/status, which show every user's figures to whoever may read them
+PATHS = ("/", "/static/", "/api/v1/")
 # request headers passed on (WSGI's names); everything else the browser sent stays here
 PASS_REQUEST = {"HTTP_ACCEPT": "Accept", "HTTP_IF_NONE_MATCH": "If-None-Match",
                 "HTTP_IF_MODIFIED_SINCE": "If-Modified-Since"}
@@ -105,10 +108,13 @@ def make_app(config=None, user=None):
             # the dashboard links to /pun/sys/fairshared: the page's relative links (static/app.js,
             # api/v1/...) need the slash to resolve under the app and not beside it
             query = environ.get("QUERY_STRING", "")
-            start_response("301 Moved Permanently",
-                           [("Location", environ.get("SCRIPT_NAME", "") + "/" + ("?" + query if query else "")),
-                            ("Content-Length", "0")])
+            home = environ.get("SCRIPT_NAME", "") + "/" + ("?" + query if query else "")
+            start_response("301 Moved Permanently", [("Location", home), ("Content-Length", "0")])
             return [b""]
+        path = environ["PATH_INFO"]
+        if not (path == "/" or any(path.startswith(p) for p in PATHS[1:])):
+            return _answer(start_response, "404 Not Found", "fairshared app: only the page (/, /static/) "
+                           "and the API (/api/v1/) are served here")
         where = target(base, environ)
         if where is None:
             return _answer(start_response, "400 Bad Request", "fairshared app: bad path")

@@ -42,9 +42,10 @@ def register(subparsers) -> None:
                    "[algorithm] choices")
     p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     p.add_argument("--token-file", metavar="FILE",
-                   help="the daemon's bearer token, as for `fairshared recompute` (default: $FAIRSHARED_TOKEN, "
-                   "else the config's); without it the daemon answers only loopback, and only when it has no "
-                   "http.proxies (a user elsewhere is answered here from Slurm's commands instead)")
+                   help="the daemon's bearer token, as for `fairshared recompute` (default: "
+                   "$FAIRSHARED_TOKEN, else the config's); without it the daemon answers only loopback, and "
+                   "only when it has no http.proxies (a user elsewhere is answered here from Slurm's "
+                   "commands instead)")
     p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     p.add_argument("--wait", type=positive_float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the daemon's answer (default: 30)")

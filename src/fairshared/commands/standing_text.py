@@ -41,7 +41,8 @@ def _path_lines(path: list[dict]) -> list[str]:
            f"{'eff. usage':>10}  {'LevelFS':>10}"]
     for n, r in zip(names, path):
         out.append(f"    {n:<{width}}  {str(r['raw_shares']):>6}  {_num(r['norm_shares']):>11}  "
-                   f"{_usage(r['raw_usage']):>14}  {_num(r['effective_usage']):>10}  {_num(r['level_fs']):>10}")
+                   f"{_usage(r['raw_usage']):>14}  {_num(r['effective_usage']):>10}  "
+                   f"{_num(r['level_fs']):>10}")
     return out
 
 
