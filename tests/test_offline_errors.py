@@ -47,7 +47,8 @@ def with_usage(tmp_path, literal: str, index: int = 3) -> str:
     return str(path), text
 
 
-@pytest.mark.parametrize("cmd", [["compute"], ["sprio"], ["compare"], ["whatif"], ["explain", "26410457"]])
+@pytest.mark.parametrize("cmd", [["compute"], ["sprio"], ["compare"], ["whatif"], ["explain", "26410457"],
+                                 ["standing", "alice"]])
 def test_a_usage_beyond_a_double_is_one_line_naming_file_and_line(capsys, tmp_path, cmd):
     path, text = with_usage(tmp_path, "1e400")
     line = text[:text.index("1e400")].count("\n") + 1
@@ -55,7 +56,8 @@ def test_a_usage_beyond_a_double_is_one_line_naming_file_and_line(capsys, tmp_pa
     assert err == f"fairshared: error: {path}:{line}: the number 1e400 is beyond a double's range (1.8e308)\n"
 
 
-@pytest.mark.parametrize("cmd", [["compute"], ["sprio"], ["compare"], ["whatif"], ["explain", "26410457"]])
+@pytest.mark.parametrize("cmd", [["compute"], ["sprio"], ["compare"], ["whatif"], ["explain", "26410457"],
+                                 ["standing", "alice"]])
 def test_usages_near_a_double_s_range_are_refused_naming_the_association(capsys, tmp_path, cmd):
     """Two usages of 1.5e308 would sum beyond a double in their account: each is refused first, being
     beyond what Slurm's sshare can show (a 64-bit integer)."""
@@ -149,7 +151,7 @@ def test_compute_filters_that_match_no_association_say_so(capsys, argv, said):
 
 
 SAVERS = [["compute"], ["sprio"], ["compare"], ["explain", "JOB"], ["explain", "JOB", "--vs", "hana"],
-          ["whatif", "--shares", "chemistry=70"]]
+          ["whatif", "--shares", "chemistry=70"], ["standing", "alice"]]
 
 
 @pytest.mark.parametrize("saver", SAVERS)

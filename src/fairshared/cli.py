@@ -8,14 +8,14 @@ import io
 import sys
 
 from . import __version__
-from .commands import compare, compute, explain, recompute, run, sprio, undo, usage, whatif_cmd
+from .commands import compare, compute, explain, recompute, run, sprio, standing, undo, usage, whatif_cmd
 from .model import InputError
 from .records import SourceError
 
 EXIT_BAD_INPUT = 2
 EXIT_SOURCE = 1
 # each subcommand is a module of fairshared.commands with register(subparsers), listed by --help in this order
-COMMANDS = (compute, run, recompute, undo, sprio, explain, compare, usage, whatif_cmd)
+COMMANDS = (compute, run, recompute, undo, sprio, explain, compare, usage, whatif_cmd, standing)
 
 
 def build_parser() -> argparse.ArgumentParser:

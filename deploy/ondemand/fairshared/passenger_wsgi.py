@@ -1,0 +1,151 @@
+"""fairshared's page in Open OnDemand: a Passenger app that forwards GET and HEAD requests to the
+daemon and tells it who is asking.
+
+OnDemand runs this app in the user's own Passenger process (the PUN: one per user, running as that
+user), so the user is the process's own: the name of its uid (``pwd``, not ``$USER``, which is only
+an environment variable).  Every request goes to the daemon with the header the daemon reads
+(``X-Forwarded-User`` unless ``FAIRSHARED_USER_HEADER`` says otherwise) set to that name; nothing
+the browser sent is passed on but ``Accept`` and the conditional-request headers: not its own
+user header (a smuggled one is dropped), not its cookies (OnDemand's session), not its
+``Authorization``.  See deploy/ondemand/README.md for the trust model: the daemon believes the
+header from this host's address, so it trusts every process on this host.
+
+Settings, from the environment (``pun_custom_env`` in /etc/ood/config/nginx_stage.yml) or else
+from /etc/ood/config/apps/fairshared/env (``KEY=VALUE`` lines, ``#`` comments):
+
+* ``FAIRSHARED_URL``: the daemon's base URL, e.g. ``http://head1.cluster:9817`` (required);
+* ``FAIRSHARED_USER_HEADER``: the daemon's ``http.user_header`` (default ``X-Forwarded-User``);
+* ``FAIRSHARED_TIMEOUT``: seconds to wait for the daemon (default 30).
+
+Standard library only, and Python 3.6 syntax (the python3 of RHEL 8, where many OnDemand hosts
+run): nothing to install on the OnDemand host but this directory and its manifest.yml.
+"""
+
+import http.client
+import os
+import pwd
+import urllib.parse
+
+ENV_FILE = "/etc/ood/config/apps/fairshared/env"
+METHODS = ("GET", "HEAD")  # the daemon's page and API are read-only; POST /-/recompute is the admin's
+# what users may reach: the page, its files and the API, which honours PrivateData; not /metrics nor
+# /-/status, which show every user's figures to whoever may read them
+PATHS = ("/", "/static/", "/api/v1/")
+# request headers passed on (WSGI's names); everything else the browser sent stays here
+PASS_REQUEST = {"HTTP_ACCEPT": "Accept", "HTTP_IF_NONE_MATCH": "If-None-Match",
+                "HTTP_IF_MODIFIED_SINCE": "If-Modified-Since"}
+# answer headers passed back; hop-by-hop ones (Connection, Transfer-Encoding) are the server's own
+PASS_ANSWER = ("content-type", "content-length", "cache-control", "etag", "last-modified",
+               "content-security-policy", "x-content-type-options")
+CHUNK = 65536
+
+
+def settings(environ_os=None, env_file=ENV_FILE):
+    """The app's settings: the process environment first, then the env file's ``KEY=VALUE`` lines."""
+    environ_os = os.environ if environ_os is None else environ_os
+    found = {}
+    try:
+        with open(env_file, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, _, value = line.partition("=")
+                    found[key.strip()] = value.strip().strip('"').strip("'")
+    except OSError:
+        pass
+    for key in ("FAIRSHARED_URL", "FAIRSHARED_USER_HEADER", "FAIRSHARED_TIMEOUT"):
+        if environ_os.get(key):
+            found[key] = environ_os[key]
+    return found
+
+
+def process_user():
+    """The name of this process's uid: the OnDemand user whose PUN runs the app."""
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def target(base, environ):
+    """The daemon's URL parts for this request: (scheme, host:port, path?query).
+
+    The path is what came after the app's own prefix (``/pun/sys/fairshared``), quoted again;
+    ``None`` when it holds a control character or a backslash (nothing the daemon serves).
+    """
+    url = urllib.parse.urlsplit(base)
+    path = environ.get("PATH_INFO") or "/"
+    if any(ord(c) < 32 or c in "\x7f\\" for c in path):
+        return None
+    full = url.path.rstrip("/") + urllib.parse.quote(path, safe="/-._~!$&'()*+,;=:@")
+    query = environ.get("QUERY_STRING", "")
+    return url.scheme, url.netloc, full + ("?" + query if query else "")
+
+
+def _answer(start_response, status, text):
+    body = (text + "\n").encode()
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def make_app(config=None, user=None):
+    """A WSGI app forwarding to ``config["FAIRSHARED_URL"]`` as ``user`` (default: this process's)."""
+    config = settings() if config is None else config
+    base = config.get("FAIRSHARED_URL")
+    header = config.get("FAIRSHARED_USER_HEADER") or "X-Forwarded-User"
+    timeout = float(config.get("FAIRSHARED_TIMEOUT") or 30)
+    who = user or process_user()
+
+    def application(environ, start_response):
+        if not base:
+            return _answer(start_response, "500 Internal Server Error",
+                           "fairshared app: FAIRSHARED_URL is not set (pun_custom_env in "
+                           "/etc/ood/config/nginx_stage.yml, or " + ENV_FILE + ")")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in METHODS:
+            start_response("405 Method Not Allowed", [("Allow", ", ".join(METHODS)),
+                                                      ("Content-Length", "0")])
+            return [b""]
+        if not environ.get("PATH_INFO"):
+            # the dashboard links to /pun/sys/fairshared: the page's relative links (static/app.js,
+            # api/v1/...) need the slash to resolve under the app and not beside it
+            query = environ.get("QUERY_STRING", "")
+            home = environ.get("SCRIPT_NAME", "") + "/" + ("?" + query if query else "")
+            start_response("301 Moved Permanently", [("Location", home), ("Content-Length", "0")])
+            return [b""]
+        path = environ["PATH_INFO"]
+        if not (path == "/" or any(path.startswith(p) for p in PATHS[1:])):
+            return _answer(start_response, "404 Not Found", "fairshared app: only the page (/, /static/) "
+                           "and the API (/api/v1/) are served here")
+        where = target(base, environ)
+        if where is None:
+            return _answer(start_response, "400 Bad Request", "fairshared app: bad path")
+        scheme, netloc, path = where
+        headers = {name: environ[key] for key, name in PASS_REQUEST.items() if key in environ}
+        headers[header] = who  # set here, never taken from the request
+        conn_class = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        conn = conn_class(netloc, timeout=timeout)  # direct: no $http_proxy, no redirect followed
+        try:
+            conn.request(method, path, headers=headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            return _answer(start_response, "502 Bad Gateway",
+                           "fairshared app: cannot reach the daemon at " + base + ": " + str(exc))
+        start_response("{} {}".format(resp.status, resp.reason),
+                       [(k, v) for k, v in resp.getheaders() if k.lower() in PASS_ANSWER])
+
+        def body():
+            try:
+                while True:
+                    chunk = resp.read(CHUNK)
+                    if not chunk:
+                        return
+                    yield chunk
+            finally:
+                conn.close()
+
+        return body()
+
+    return application
+
+
+application = make_app()
