@@ -198,6 +198,10 @@ def test_explain_format_json_prints_the_page_as_json(capsys):
     assert len(text_of) == len(sprio_rows) > 3
 
 
-def test_explain_format_json_names_an_unknown_job(capsys):
+def test_explain_format_json_names_an_unknown_job(capsys, tmp_path):
     assert main(["explain", "4", "--demo", "--format", "json"]) == 2
+    assert capsys.readouterr().err.startswith("fairshared: error: job 4 is not pending in the demo cluster at ")
+    path = tmp_path / "s.json"
+    path.write_text(EXAMPLE.read_text())
+    assert main(["explain", "4", "--snapshot", str(path), "--format", "json"]) == 2
     assert capsys.readouterr().err == "fairshared: error: job 4 is not among the pending jobs read\n"
