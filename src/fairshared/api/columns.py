@@ -70,17 +70,17 @@ class JobTable:
     @classmethod
     def build(cls, jobs: Iterable[Job]) -> JobTable:
         jobs = list(jobs)
-        names = [f.name for f in fields(Job)]
-        columns = dict(zip(names, zip(*map(attrgetter(*names), jobs)))) if jobs else {f: () for f in names}
         ints, codes, values = {}, {}, {}
-        for name, col in columns.items():
+        for f in fields(Job):  # a field at a time: one list of n values alive, never n tuples of all
+            name = f.name
+            col = list(map(attrgetter(name), jobs))
             if name in _INTS:
                 ints[name] = np.fromiter((_NONE if v is None else v for v in col), dtype=np.int64, count=len(jobs))
                 continue
             if name == "tres":  # as items in the job's own order (a dict is rebuilt equal from them)
                 col = [tuple(v.items()) if v else () for v in col]
             elif name == "display_id":  # most are the job id itself: kept as "" (one value for all)
-                col = ["" if d == str(j) else d for d, j in zip(col, columns["job_id"])]
+                col = ["" if d == str(j) else d for d, j in zip(col, ints["job_id"].tolist())]
             seen: dict = {}
             codes[name] = np.fromiter((seen.setdefault(v, len(seen)) for v in col), dtype=np.int32, count=len(jobs))
             values[name] = list(seen)
