@@ -297,7 +297,19 @@ def test_without_the_jobs_details_a_job_is_not_explained_with_wrong_figures(tmp_
         job = d.snapshot.jobs[0].job_id
         out = check(d, f"/api/v1/jobs/{job}", 503)
         assert out["error"].startswith("job explanations need the jobs' priority details")
+        assert "http.explain_jobs = true" in out["error"]
         assert check(d, "/api/v1/users/alice")["associations"]
+
+
+def test_explain_jobs_reads_the_details_in_any_push_mode(tmp_path):
+    """http.explain_jobs: the page's job box works in site_factor mode too, with the same figures as
+    explain --format json on that cycle's snapshot."""
+    with api_daemon(tmp_path / "a", mode="site_factor", http={"explain_jobs": True}) as d:
+        job = d.snapshot.jobs[0].job_id
+        out = check(d, f"/api/v1/jobs/{job}")
+        assert out["job"]["job_id"] == job and out["priorities"]
+        assert out["priorities"][0]["factors"]["fairshare"] == out["fairshare"]["factor"]
+        assert out["queue"]["place"] >= 1
 
 
 def test_the_queue_is_sorted_once_per_view_however_many_ask_at_once(daemon, monkeypatch):

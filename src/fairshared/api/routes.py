@@ -249,8 +249,8 @@ def _job(api, view: View, scope: Scope, caller, q: _Query, ref: str):
     row = _job_row(view, scope, ref)
     other = q.text("vs")
     if not view.has_details:  # no partitions, QOS or factor inputs: every priority would be wrong
-        raise Refused(503, "job explanations need the jobs' priority details, which the daemon reads only "
-                           "in push.mode 'priority'; this cycle did not read them")
+        raise Refused(503, "job explanations need the jobs' priority details, which the daemon reads in "
+                           "push.mode 'priority' or with http.explain_jobs = true; this cycle did not read them")
     if other is None:
         out = explain_job(view, row)
         if scope.jobs_of is not None and out["queue"]:

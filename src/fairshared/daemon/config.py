@@ -208,6 +208,10 @@ class HttpConfig(_Strict):
     replacing any a browser sent."""
     user_header: str = Field("X-Forwarded-User", min_length=1, max_length=64)
     """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
+    explain_jobs: bool = False
+    """Read every pending job's priority inputs each cycle (squeue's and sprio's fields: ~2 s more at
+    100,000 jobs with the command-line source) so that /api/v1/jobs/ID and the page explain jobs in
+    every push mode; without it only push.mode 'priority' (which reads them anyway) explains jobs."""
 
     @field_validator("proxies")
     @classmethod

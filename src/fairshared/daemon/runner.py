@@ -452,7 +452,9 @@ class Runner:
         and its tree; raises otherwise."""
         # the way back from push mode priority needs each job's "fixed" flag, read with the details
         takes_back_priority = self.state.mode == "priority" and self.state.mode != mode.name and bool(self.state)
-        details = mode.job_details or (takes_back_priority and self.source.reads_details)
+        # http.explain_jobs: the API's job explanations need the same reads in any mode
+        wanted = takes_back_priority or self.config.http.explain_jobs
+        details = mode.job_details or (wanted and self.source.reads_details)
         snap = self.source.snapshot(details=True) if details else self.source.snapshot()
         check_snapshot_shape(snap)
         for warning in snap.warnings:  # e.g. which NO_NORMAL_* flags were assumed
