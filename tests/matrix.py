@@ -4,7 +4,7 @@
     python tests/matrix.py            # the README's test command (CI): the whole suite on
                                       # Slurm 22.05, then the real-Slurm core on 25.11 with real pyslurm
     python tests/matrix.py --full     # every release (22.05 23.11 24.11 25.11 26.05): every real-Slurm
-                                      # test on each, pyslurm on 25.11; writes README's compatibility table
+                                      # test on each, pyslurm on 25.11; writes docs/testing.md's compatibility table
     python tests/matrix.py --versions 24.11,26.05 [--full] [-- PYTEST ARGS]
 
 Each part starts that release's dev cluster (``deploy/dev-cluster/up --slurm VERSION``: Debian's
@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 UP = REPO / "deploy" / "dev-cluster" / "up"
 BUILDS = Path(os.environ.get("FAIRSHARED_SLURM_BUILDS", "/var/tmp/fairshared-slurm"))
-README = REPO / "README.md"
+TABLE_PAGE = REPO / "docs" / "testing.md"  # where the compatibility table lives
 VERSIONS = ("22.05", "23.11", "24.11", "25.11", "26.05")
 DEFAULT = "22.05"
 PYSLURM = {"25.11": "pyslurm>=25.11,<25.12"}  # the pyslurm release that builds against each Slurm
@@ -199,11 +199,11 @@ def _key(line: str) -> tuple:
 
 
 def write_table(parts: list[Part]) -> None:
-    """Put this run's rows into README's compatibility table, replacing the rows of the same release
+    """Put this run's rows into docs/testing.md's compatibility table, replacing the rows of the same release
     and tests and keeping the others (each row says when it ran)."""
-    readme = README.read_text()
+    readme = TABLE_PAGE.read_text()
     if TABLE_BEGIN not in readme:
-        log("README has no compatibility-table markers; not written")
+        log("docs/testing.md has no compatibility-table markers; not written")
         return
     head, rest = readme.split(TABLE_BEGIN, 1)
     old, tail = rest.split(TABLE_END, 1)
@@ -217,7 +217,7 @@ def write_table(parts: list[Part]) -> None:
                       "Each row is the last run of `python tests/matrix.py --full` that covered that release and "
                       "those tests (`--versions` runs some releases only); setup is starting the cluster and, "
                       "the first time, building Slurm or pyslurm."])
-    README.write_text(f"{head}{TABLE_BEGIN}\n{text}\n{TABLE_END}{tail}")
+    TABLE_PAGE.write_text(f"{head}{TABLE_BEGIN}\n{text}\n{TABLE_END}{tail}")
 
 
 def stop_cluster() -> None:
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--full", action="store_true",
                     help="every real-Slurm test on every release (or on --versions); write their rows into "
-                         "README's compatibility table")
+                         "docs/testing.md's compatibility table")
     ap.add_argument("--versions", help=f"comma-separated releases (default: {DEFAULT},25.11; --full: all of "
                                         f"{','.join(VERSIONS)})")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
