@@ -254,3 +254,24 @@ def test_run_once_prints_the_values_it_would_push_or_pushed(tmp_path, mode, dry)
     else:
         assert all(r[3] == "priority" and int(r[5]) > 0 for r in rows)
         assert status["pushed"] == (0 if dry else planned)
+
+
+def test_a_cluster_with_a_negative_tres_weight_writes_a_snapshot_it_reads_back(capsys, tmp_path):
+    """slurm.conf reads PriorityWeightTRES with strtod: CPU=-2 is a real setting that scontrol shows,
+    and the snapshot fairshared saved of such a cluster used to be refused on the way back in."""
+    from fairshared.inputs.priority_snapshot import inputs_from_dict, inputs_to_dict
+    from fairshared.settings import ClusterSettings
+    from fairshared.slurm.config import priority_config
+
+    read = ClusterSettings.from_dict(priority_config(
+        {"ClusterName": "c", "PriorityType": "priority/multifactor", "PriorityWeightTRES": "CPU=-2,Mem=0.5"}))
+    assert read.weight_tres == {"cpu": -2.0, "mem": 0.5}
+    doc = json.loads(EXAMPLE.read_text())
+    doc["config"].update(weight_tres=dict(read.weight_tres), weight_tres_text="CPU=-2,Mem=0.5")
+    snap = inputs_from_dict(doc, "cluster")
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps(inputs_to_dict(snap, snap.evaluated_at)))
+    assert main(["sprio", "--snapshot", str(path), "-w"]) == 0  # read back, not refused
+    assert "CPU=-2,Mem=0.5" in capsys.readouterr().out
+    again = inputs_from_dict(json.loads(path.read_text()), "saved")
+    assert again.settings.weight_tres == {"cpu": -2.0, "mem": 0.5}

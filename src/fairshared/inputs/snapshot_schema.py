@@ -56,8 +56,10 @@ class SnapshotConfig(_Strict):
     weight_jobsize: Weight | None = None
     weight_partition: Weight | None = None
     weight_qos: Weight | None = None
-    weight_tres: dict[str, Annotated[float, Field(ge=0)]] | None = None
-    weight_tres_exact: dict[str, Annotated[float, Field(ge=0)]] | None = None
+    # PriorityWeightTRES: slurm.conf reads each with strtod, so a negative weight is a real setting
+    # (a TRES that lowers priority); refusing one made a snapshot of such a cluster unreadable
+    weight_tres: dict[str, float] | None = None
+    weight_tres_exact: dict[str, float] | None = None
     weight_tres_text: str | None = None
     tres_order: list[str] | None = None
     accounting_storage_enforce: list[str] | None = None
