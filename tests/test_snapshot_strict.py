@@ -63,7 +63,6 @@ def test_a_negative_weight_or_time_is_refused(capsys, tmp_path, key):
 
 
 @pytest.mark.parametrize("where, edit", [
-    ("config.weight_tres.cpu", lambda d: d["config"].__setitem__("weight_tres", {"cpu": -2.5})),
     ("priority_inputs.cluster.qos.high",
      lambda d: d["priority_inputs"]["cluster"]["qos"].__setitem__("high", -1)),
     ("priority_inputs.cluster.partitions[0].priority_job_factor",
