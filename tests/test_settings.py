@@ -108,3 +108,41 @@ def test_one_priority_read_builds_the_settings_once(tmp_path, monkeypatch):
     pi = cli.snapshot(details=True)
     assert len(calls) == 1
     assert "weight_tres_text" in pi.settings.given  # the jobs' extras join the one build
+
+
+@pytest.mark.parametrize("written, means", [
+    (["DEPTH_OBLIVIOUS"], {"DEPTH_OBLIVIOUS", "NO_FAIR_TREE"}),  # read_config.c clears Fair Tree for it
+    (["no_fair_tree", "calculate_running"], {"NO_FAIR_TREE", "CALCULATE_RUNNING"}),  # xstrcasestr
+    (["MAX_TRES_GRES"], {"MAX_TRES_GRES"}),  # an else-if: not MAX_TRES too
+    (["MAX_TRES"], {"MAX_TRES"}),
+    (["NO_NORMAL_ALL"], {"NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES"}),
+    (["FAIR_TREE"], set()),  # the pre-19.05 flag: Fair Tree is the default, nothing to set
+])
+def test_priority_flags_mean_what_slurmctld_makes_of_them_everywhere(written, means):
+    from fairshared.engine.decide import default_algorithm
+    from fairshared.priority import PriorityParams
+
+    s = ClusterSettings(priority_flags=tuple(written))
+    assert s.flags == means
+    assert PriorityParams.from_settings(s).flags == s.flags  # one reading, not two
+    assert default_algorithm(s) == ("classic" if "NO_FAIR_TREE" in means else "fair_tree")
+    assert s.printed_flags == {w.upper() for w in written}  # what the source printed, for its own checks
+
+
+def test_the_sibling_order_is_not_inferred_for_a_depth_oblivious_cluster():
+    """22.05's sibling order matters to Fair Tree only: slurm_cli tested NO_FAIR_TREE alone, so a
+    DEPTH_OBLIVIOUS cluster (classic) had its order inferred from ranks Fair Tree never made."""
+    from fairshared.sources.slurm_cli import SlurmCli
+
+    cli = SlurmCli()
+    calls = []
+    import fairshared.sources.slurm_cli as mod
+    real = mod.infer_lft_or_name
+    mod.infer_lft_or_name = lambda *a: calls.append(a) or None
+    try:
+        cli.order_of_22_05([], {}, ClusterSettings(priority_flags=("DEPTH_OBLIVIOUS",)))
+        assert calls == []
+        cli.order_of_22_05([], {}, ClusterSettings(priority_flags=()))
+        assert len(calls) == 1
+    finally:
+        mod.infer_lft_or_name = real

@@ -59,39 +59,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .model import DEFAULT_TRES_ORDER, ClusterInfo, Job, PartitionInfo
-from .settings import ClusterSettings
+from .settings import NO_NORMAL, ClusterSettings, slurm_priority_flags  # noqa: F401  (NO_NORMAL: re-exported)
 from .slurm.units import INFINITE, NICE_OFFSET
 from .slurm.versions import SPRIO_23_02
 
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
 FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
 
-# PriorityFlags that change the job priority (slurm.conf names; NO_FAIR_TREE/DEPTH_OBLIVIOUS
-# only change the fair-share factor, which comes from the engine).
-NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
-KNOWN_FLAGS = ("ACCRUE_ALWAYS", "SMALL_RELATIVE_TO_TIME", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS",
-               "NO_FAIR_TREE", "INCR_ONLY", "MAX_TRES", *NO_NORMAL)
-
-
 # --- inputs -------------------------------------------------------------------------------------
 
 
 def parse_priority_flags(flags: Iterable[str] | str) -> frozenset[str]:
-    """Slurm's PriorityFlags parsing: case-insensitive *substring* matches (``xstrcasestr``).
+    """Slurm's PriorityFlags parsing: :func:`fairshared.settings.slurm_priority_flags`, the one rule.
 
-    ``NO_NORMAL_ALL`` sets the four NO_NORMAL_* flags.  ``DEPTH_OBLIVIOUS`` implies
-    ``NO_FAIR_TREE``.  Note that 22.05's ``scontrol show config`` prints
-    ``NO_NORMAL_ALL`` when *any* of the four is set, so a flag list read from there
-    cannot tell them apart (the live source re-reads slurm.conf for that).
+    Note that 22.05's ``scontrol show config`` prints ``NO_NORMAL_ALL`` when *any* of the four is
+    set, so a flag list read from there cannot tell them apart (the live source re-reads slurm.conf).
     """
-    text = flags if isinstance(flags, str) else ",".join(flags)
-    up = text.upper()
-    out = {f for f in KNOWN_FLAGS if f in up}
-    if "NO_NORMAL_ALL" in up:
-        out.update(NO_NORMAL)
-    if "DEPTH_OBLIVIOUS" in out:
-        out.add("NO_FAIR_TREE")
-    return frozenset(out)
+    return slurm_priority_flags(flags)
 
 
 @dataclass(frozen=True)
@@ -118,7 +102,7 @@ class PriorityParams:
             weight_partition=int(s.weight_partition), weight_qos=int(s.weight_qos),
             weight_tres={str(k).lower(): float(v) for k, v in s.tres_weights.items()},
             max_age=int(s.max_age_seconds), favor_small=bool(s.favor_small),
-            flags=parse_priority_flags(s.priority_flags),
+            flags=s.flags,
         )
 
     def weights(self) -> dict[str, int]:

@@ -49,7 +49,7 @@ def cluster_problem(settings: ClusterSettings) -> str | None:
         return (f"PriorityWeightAssoc is {settings.weight_assoc}: set PriorityWeightAssoc=1 in slurm.conf "
                 f"(Slurm adds PriorityWeightAssoc x the association's Priority; push.weight scales fairshared's)")
     flags = settings.flags
-    if "NO_NORMAL_ASSOC" not in flags and "NO_NORMAL_ALL" not in flags:
+    if "NO_NORMAL_ASSOC" not in flags:  # NO_NORMAL_ALL counts: settings.flags expands it
         return ("PriorityFlags lacks NO_NORMAL_ASSOC: add it to PriorityFlags in slurm.conf (without it Slurm "
                 "divides each association's Priority by the largest one)")
     if settings.weight_fairshare:

@@ -14,6 +14,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
 DAY = 86400
+NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
+
+
+def slurm_priority_flags(written) -> frozenset[str]:
+    """PriorityFlags as slurmctld parses them (read_config.c, 22.05 to 26.05): case-insensitive
+    *substring* matches (``xstrcasestr``) on the whole value, so ``no_fair_tree`` counts and so does a
+    flag inside a longer word.  ``DEPTH_OBLIVIOUS`` also clears Fair Tree (NO_FAIR_TREE);
+    ``MAX_TRES_GRES`` excludes ``MAX_TRES`` (an else-if); ``NO_NORMAL_ALL`` sets the four NO_NORMAL_*.
+    ``written``: a string or the list a source read."""
+    up = (written if isinstance(written, str) else ",".join(str(f) for f in written)).upper()
+    out = {f for f in ("ACCRUE_ALWAYS", "SMALL_RELATIVE_TO_TIME", "CALCULATE_RUNNING", "INCR_ONLY", *NO_NORMAL)
+           if f in up}
+    if "DEPTH_OBLIVIOUS" in up:
+        out |= {"DEPTH_OBLIVIOUS", "NO_FAIR_TREE"}
+    elif "NO_FAIR_TREE" in up:
+        out.add("NO_FAIR_TREE")
+    if "MAX_TRES_GRES" in up:
+        out.add("MAX_TRES_GRES")
+    elif "MAX_TRES" in up:
+        out.add("MAX_TRES")
+    if "NO_NORMAL_ALL" in up:
+        out.update(NO_NORMAL)
+    return frozenset(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +82,15 @@ class ClusterSettings:
 
     @property
     def flags(self) -> frozenset[str]:
-        """PriorityFlags, upper case."""
+        """PriorityFlags as Slurm takes them (:func:`slurm_priority_flags`): the one reading every
+        module asks, so that DEPTH_OBLIVIOUS means NO_FAIR_TREE and NO_NORMAL_ALL its four flags
+        everywhere."""
+        return slurm_priority_flags(self.priority_flags)
+
+    @property
+    def printed_flags(self) -> frozenset[str]:
+        """PriorityFlags as the source printed them, upper case: only for what a release prints
+        ambiguously (NO_NORMAL_ALL for any NO_NORMAL_* flag before 25.11)."""
         return frozenset(str(f).strip().upper() for f in self.priority_flags)
 
     @property

@@ -11,7 +11,7 @@ from ..model import InputError
 from ..settings import ClusterSettings
 from . import ALGORITHMS, Params
 
-CLASSIC_FLAGS = frozenset({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"})  # PriorityFlags that select classic
+CLASSIC_FLAGS = frozenset({"NO_FAIR_TREE"})  # settings.flags: DEPTH_OBLIVIOUS sets it too, as in Slurm
 
 
 def default_algorithm(settings: ClusterSettings) -> str:

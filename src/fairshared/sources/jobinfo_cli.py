@@ -178,7 +178,7 @@ class JobInfoCli:
         warnings: list[str] = []
         # the pull (SlurmCli._snapshot) has already told them apart from slurm.conf when it could:
         # read it again only for the warning when the flags still say NO_NORMAL_ALL
-        if extra["no_normal_ambiguous"] and "NO_NORMAL_ALL" in settings.flags:
+        if extra["no_normal_ambiguous"] and "NO_NORMAL_ALL" in settings.printed_flags:
             flags, warning = no_normal_flags(raw, settings, _read_text(extra["slurm_conf"]))
             settings = settings.with_values(priority_flags=flags)
             warnings += [warning] if warning else []

@@ -152,7 +152,7 @@ class SlurmCli(SlurmCommands):
         settings = ClusterSettings.from_dict(priority_config(raw_config))  # the one build of this read
         # before 25.11 NO_NORMAL_ALL is printed for any NO_NORMAL_* flag: slurm.conf tells them apart
         # (push mode assoc_priority needs to know whether NO_NORMAL_ASSOC is one of them)
-        if "NO_NORMAL_ALL" in settings.flags:
+        if "NO_NORMAL_ALL" in settings.printed_flags:
             resolved, _ = no_normal_flags(raw_config, settings, _read_text(raw_config.get("SLURM_CONF")))
             settings = settings.with_values(priority_flags=resolved)
         try:
