@@ -197,7 +197,8 @@ class Recorder:
 
 
 def test_a_takeover_mid_push_stops_it_at_the_next_batch(tmp_path, listener, monkeypatch):
-    monkeypatch.setattr("fairshared.daemon.runner.PUSH_BATCH", 10)
+    monkeypatch.setattr("fairshared.daemon.runner_push.PUSH_BATCH", 10)  # the job push reads it there
+    monkeypatch.setattr("fairshared.daemon.runner_assoc.PUSH_BATCH", 10)
     beat(tmp_path, 0)
     q = TwoHeads(tmp_path, listener, n=35, switch_after=5)
     cfg = config_from_dict({"push": {"weight": 1000}, "controller": {"host": "h1"}})

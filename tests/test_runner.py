@@ -366,7 +366,7 @@ def test_a_push_over_the_rate_goes_largest_change_first_and_keeps_the_rest_for_l
                   slurm_user_uid=64030)
     monkeypatch.setattr(Queue, "snapshot", lambda self, jobs=True: Snapshot(
         associations=list(TREE), settings=ClusterSettings.from_dict(CFG_RL), jobs=list(self.jobs.values())))
-    monkeypatch.setattr("fairshared.daemon.runner.os.geteuid", lambda: 1000)  # not SlurmUser, not root
+    monkeypatch.setattr("fairshared.daemon.runner_push.os.geteuid", lambda: 1000)  # not SlurmUser, not root
     r = runner(q, tmp_path)
     slept = []
     r.sleep = slept.append
@@ -381,7 +381,7 @@ def test_a_push_over_the_rate_goes_largest_change_first_and_keeps_the_rest_for_l
     pushed = {a.job_id for a in res.applied}
     later = r.cycle()  # the next cycle takes the next ten
     assert later.pushed == 10 and not pushed & {a.job_id for a in later.applied}
-    monkeypatch.setattr("fairshared.daemon.runner.os.geteuid", lambda: 64030)  # SlurmUser: no limit
+    monkeypatch.setattr("fairshared.daemon.runner_push.os.geteuid", lambda: 64030)  # SlurmUser: no limit
     rest = r.cycle()
     assert rest.rate is None and rest.pushed == 20 and rest.deferred == 0
 
