@@ -1,4 +1,4 @@
-"""A fresh minimal Debian 12 in a directory, for installing fairshared's packages into (tests/test_package.py).
+"""A fresh minimal Debian 12 in a directory, to install fairshared's packages into (tests/test_package.py).
 
 ``fresh_debian(dest)`` extracts a cached tarball of ``debootstrap --variant=minbase
 --include=python3.11,systemd,procps bookworm`` (the package's dependencies), made once (about 4 minutes)
