@@ -62,6 +62,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run
 
 from fairshared.cli import main
 from fairshared.engine import ranks
@@ -124,11 +125,6 @@ def snap(tmp_path):
     path = tmp_path / "snap.json"
     path.write_text(json.dumps(snapshot_doc()))
     return str(path)
-
-
-def run(capsys, *argv) -> str:
-    assert main(list(argv)) == 0
-    return capsys.readouterr().out
 
 
 def row(job, part, user, prio, site, age, fs, js, p, qos, nice) -> str:
