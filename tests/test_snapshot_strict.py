@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fakes import fake_live_cli
-from test_oracle import associations, load
+from samples import associations, load
 
 from fairshared.cli import main
 from fairshared.inputs.priority_snapshot import inputs_from_dict, inputs_to_dict
