@@ -282,6 +282,30 @@ def test_a_full_database_rolls_the_cycle_back_and_the_next_one_writes_when_there
     assert s.series([("a", "user7", None)], None, None)[0]["points"] == [[T0 + 4 * PERIOD, 0.5, 7, 1.0, 0]]
 
 
+def test_the_history_leaves_its_reserve_free_for_the_push_state(tmp_path, monkeypatch):
+    """A live fault drill (tests/test_faults_slurm.py) keeps the state directory on a 256 KiB file
+    system: the history filled it, the push state could no longer be saved before a push, and every
+    later cycle pushed nothing.  Below history.reserve_mb of free space the history writes nothing."""
+    import shutil
+    from collections import namedtuple
+
+    s = HistoryStore(tmp_path / "h.sqlite", KEEP, set_aside=statefiles.set_aside, reserve=1_000_000)
+    fill(s, 2)
+    usage = namedtuple("usage", "total used free")
+    free = {"bytes": 1_000_000 + 3 * 256 - 1}  # one byte short for 3 rows over the reserve
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - free["bytes"], free["bytes"]))
+    with capture_logs() as logs:
+        assert not s.write(T0 + 2 * PERIOD, rows_at(2))
+        assert not s.write(T0 + 3 * PERIOD, rows_at(3))
+    assert failures(s) == {"reserve": 2}
+    assert [e.get("reason") for e in logs] == ["reserve"]  # logged once, not every cycle
+    assert "below the 1000000 it leaves for the push state (history.reserve_mb)" in logs[0]["error"]
+    assert s.health.rows["cycle"] == 6  # the two cycles before, 3 rows each: nothing of the skipped ones
+    free["bytes"] += 1
+    assert s.write(T0 + 4 * PERIOD, rows_at(4))
+    assert s.health.rows["cycle"] == 9
+
+
 @pytest.mark.parametrize("make", ["group_writable", "symlink", "foreign_owner"])
 def test_a_file_the_daemon_must_not_trust_is_refused_and_left_alone(tmp_path, monkeypatch, make):
     s = store(tmp_path)

@@ -321,6 +321,10 @@ class HistoryConfig(_Strict):
     """Days the hourly means are kept (1 to 366; not less than cycle_hours)."""
     daily_days: float = Field(365.0, ge=1, le=3660)
     """Days the daily means are kept (1 to 3660; not less than hourly_days)."""
+    reserve_mb: float = Field(64.0, ge=0, le=1_000_000)
+    """MiB the history leaves free on its file system (the state directory's, by default), so that the
+    push state always finds room: a write that would go below it is skipped and counted (reason
+    ``reserve``); the next cycle tries again."""
 
     @model_validator(mode="after")
     def _longer_when_coarser(self):

@@ -155,7 +155,7 @@ def make_history(config: Config, state: Path) -> HistoryStore:
     if config.history.enabled:
         statefiles.check_directory(path.parent)
     return HistoryStore(path, config.history.keep(), enabled=config.history.enabled,
-                        set_aside=statefiles.set_aside)
+                        set_aside=statefiles.set_aside, reserve=int(config.history.reserve_mb * 1024 * 1024))
 
 
 def pid_file(config: Config) -> Path | None:
@@ -395,7 +395,7 @@ class Service:
         self.token = token
         self.metrics.per_job = new.metrics.per_job
         self.metrics.associations = new.metrics.associations
-        self.history.configure(new.history.keep(), new.history.enabled)  # history.path: at a restart
+        self.history.configure(new.history.keep(), new.history.enabled, int(new.history.reserve_mb * 1024 * 1024))  # history.path: at a restart
         if self.http is not None:
             self.http.request_timeout = new.http.request_timeout  # read at every check
             self.http.answer_timeout = new.http.answer_timeout

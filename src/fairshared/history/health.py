@@ -56,7 +56,7 @@ class HistoryCollector:
         with h._lock:
             failures, rows, size, seconds = dict(h.failures), h.rows, h.bytes, h.seconds
         c = CounterMetricFamily("fairshared_history_write_failures", "Cycles whose history was not written, "
-                                "by reason (locked, full, corrupt, refused, error).", labels=["reason"])
+                                "by reason (locked, full, reserve, corrupt, refused, error).", labels=["reason"])
         for reason, n in failures.items():
             c.add_metric([reason], n)
         yield c

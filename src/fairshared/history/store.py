@@ -25,7 +25,9 @@ own connection, each under its own lock; WAL mode lets a read run beside a write
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -60,6 +62,10 @@ def reason_of(exc: BaseException) -> str:
     return "error"
 
 
+RESERVE = 64 * 1024 * 1024  # history.reserve_mb's default, in bytes
+ROW_BYTES = 256  # at most what one association's row adds to the file in one write (rows, index, WAL)
+
+
 class HistoryStore:
     """The history in the SQLite file ``path``, whose directory the caller has checked; ``keep``:
     seconds each resolution is kept (``{"cycle": 86400, "hour": 31 * 86400, "day": 365 * 86400}``);
@@ -67,8 +73,9 @@ class HistoryStore:
     damaged file out of the way (the new path, or None)."""
 
     def __init__(self, path: str | Path, keep: dict[str, float] | None = None, *, enabled: bool = True,
-                 set_aside: Callable[[Path], Path | None]):
+                 set_aside: Callable[[Path], Path | None], reserve: int = RESERVE):
         self.path = Path(path)
+        self.reserve = reserve  # bytes the history leaves free on its file system (see write)
         self.set_aside = set_aside
         self.keep = dict(keep or {"cycle": DAY, "hour": 31 * DAY, "day": 365 * DAY})
         self.enabled = enabled
@@ -83,9 +90,11 @@ class HistoryStore:
         self._ids: dict[tuple, int] = {}  # association key -> assoc.id of the open file
         self._failing: str | None = None  # the failure last logged (reason and message), once per change
 
-    def configure(self, keep: dict[str, float], enabled: bool) -> None:
-        """A reload's retentions and switch, from the next write on."""
+    def configure(self, keep: dict[str, float], enabled: bool, reserve: int | None = None) -> None:
+        """A reload's retentions, switch and reserve, from the next write on."""
         self.keep, self.enabled = dict(keep), enabled
+        if reserve is not None:
+            self.reserve = reserve
 
     # -- writing ------------------------------------------------------------------------------------
 
@@ -102,6 +111,9 @@ class HistoryStore:
         Never raises for the database's sake: see the module docstring."""
         with self._write_lock:
             t0 = time.monotonic()
+            short = self._short_of_room(len(rows))
+            if short:  # the push state shares this file system: it must find room when it saves
+                return self._failed("reserve", OSError(errno.ENOSPC, short))
             try:
                 self._write(t, rows)
             except (sqlite3.Error, OSError, schema.Refused) as exc:
@@ -183,8 +195,23 @@ class HistoryStore:
                        moved_to=str(moved) if moved else None, error=str(exc)[:300])
         return not os.path.lexists(self.path)
 
+    def _short_of_room(self, rows: int) -> str | None:
+        """Why this write would eat into the reserve, or None.  The history grows (~1.2 GiB a day at
+        100,000 associations) in the state directory by default, beside the push state, whose save
+        before every push must not fail for want of room: a 256 KiB state file system filled by the
+        history stopped every push of a live fault drill.  ``rows`` x ROW_BYTES bounds what one
+        write adds (rows, index and WAL)."""
+        try:
+            free = shutil.disk_usage(self.path.parent).free
+        except OSError:
+            return None  # the write itself will say what is wrong
+        if free - rows * ROW_BYTES >= self.reserve:
+            return None
+        return (f"{free} bytes free on the history's file system, below the {self.reserve} it leaves for the "
+                f"push state (history.reserve_mb)")
+
     def _failed(self, reason: str, exc: BaseException) -> bool:
-        if reason not in ("locked", "full"):  # the connection itself is sound for those two
+        if reason not in ("locked", "full", "reserve"):  # the connection itself is sound for those
             self._close_writer()  # reopened (and re-checked) by the next write
         self.health.failed(reason)
         said = f"{reason}: {exc}"
