@@ -6,17 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run
 
 from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.service import state_dir
 from fairshared.priority import PriorityParams, render_sprio_weights
 from fairshared.sources.demo import CONFIG
-
-
-def run(capsys, *argv) -> str:
-    assert main(list(argv)) == 0, capsys.readouterr().err
-    return capsys.readouterr().out
 
 
 def records(capsys, *argv) -> list[dict]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon_proc import fairshared_argv
-from test_inputs import DUMP
+from samples import DUMP
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "sshare-fair-tree.txt"

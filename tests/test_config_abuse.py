@@ -11,13 +11,12 @@ import threading
 import time
 
 import pytest
-
 from daemon_proc import Daemon, fairshared_argv, gated_service, write_config
+from fakes import Queue, Recorder, jobs
+
 from fairshared.daemon.config import config_from_dict, load_config
 from fairshared.daemon.runner import Runner
 from fairshared.model import InputError
-
-from test_runner import Queue, Recorder, jobs
 
 UNBOUNDED = [
     ("schedule", "period", "inf"), ("schedule", "period", "1e300"), ("schedule", "period", "nan"),

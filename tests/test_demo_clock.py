@@ -9,17 +9,13 @@ from itertools import pairwise
 
 from conftest import DEMO_NOW
 from daemon_proc import fairshared_argv, free_port, write_config
+from helpers import run
 
 from fairshared.cli import main
 from fairshared.daemon.config import DEMO_DEFAULTS, load_config
 from fairshared.daemon.runner import Runner, weight_for
 from fairshared.daemon.service import make_source_and_updater
 from fairshared.sources import demo
-
-
-def run(capsys, *argv) -> str:
-    assert main(list(argv)) == 0, capsys.readouterr().err
-    return capsys.readouterr().out
 
 
 def sprio_json(capsys, *argv) -> list[dict]:

@@ -62,61 +62,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import run
 
 from fairshared.cli import main
 from fairshared.engine import ranks
 from fairshared.inputs import priority_snapshot
+from samples import NOW, snapshot_doc  # noqa: F401
 
-NOW = 1_800_000_000
 
 
-def snapshot_doc(slurm_fairshare: bool = True) -> dict:
-    assocs = [
-        {"account": "root", "user": None, "parent": None, "shares": 1, "usage": None, "order": 1},
-        {"account": "A", "user": None, "parent": "root", "shares": 1, "usage": None, "order": 2},
-        {"account": "B", "user": None, "parent": "root", "shares": 1, "usage": None, "order": 3},
-        {"account": "A", "user": "u1", "parent": "A", "shares": 1, "usage": 30.0, "order": 4},
-        {"account": "A", "user": "u2", "parent": "A", "shares": 1, "usage": 10.0, "order": 5},
-        {"account": "B", "user": "u3", "parent": "B", "shares": 1, "usage": 40.0, "order": 6},
-        {"account": "B", "user": "u4", "parent": "B", "shares": 3, "usage": 20.0, "order": 7},
-    ]
-
-    def j(job_id, user, account, part, qos, cpus, nodes, accrue, priority, **kw):
-        return {"job_id": job_id, "display_id": str(job_id), "user": user, "account": account,
-                "partitions": [part], "qos": qos, "state": "PENDING", "priority": priority,
-                "submit_time": NOW - 200000, "eligible_time": NOW - 200000, "accrue_time": accrue,
-                "cpus": cpus, "min_nodes": nodes, "time_limit": None, "tres": {}, **kw}
-
-    return {
-        "schema": "fairshared-snapshot", "version": 1, "cluster": "test", "source": "hand",
-        "taken_at": NOW, "sibling_order": "lft",
-        "config": {"priority_flags": [], "dampening": 1, "max_age_seconds": 86400, "favor_small": False,
-                   "weight_age": 1000, "weight_fairshare": 10000, "weight_jobsize": 1000,
-                   "weight_partition": 1000, "weight_qos": 1000, "weight_assoc": 0, "weight_tres": {}},
-        "associations": assocs,
-        "priority_inputs": {
-            "version": 1, "evaluated_at": NOW, "last_calc": NOW,
-            "cluster": {"node_count": 10, "cpu_count": 1000, "assoc_priority_max": 0,
-                        "qos": {"normal": 0, "lo": 10, "hi": 40},
-                        "partitions": [{"name": "debug", "priority_job_factor": 1, "priority_tier": 1,
-                                        "max_time": None, "tres": {}},
-                                       {"name": "high", "priority_job_factor": 10, "priority_tier": 1,
-                                        "max_time": None, "tres": {}}]},
-            "jobs": [
-                j(101, "u2", "A", "debug", "normal", 100, 1, NOW - 8640, 10300),
-                j(102, "u1", "A", "high", "hi", 500, 5, NOW - 43200, 10500),
-                j(103, "u4", "B", "debug", "lo", 10, 1, NOW - 172800, 6305, nice=100),
-                j(104, "u3", "B", "high", "normal", 1000, 10, 0, 5000, site_factor=500),
-                j(105, "u1", "A", "debug", "normal", 1, 1, 0, 0),
-            ],
-            "slurm_fairshare": None if not slurm_fairshare else [
-                {"account": "A", "user": "u1", "partition": None, "fairshare": 0.75},
-                {"account": "A", "user": "u2", "partition": None, "fairshare": 1.0},
-                {"account": "B", "user": "u3", "partition": None, "fairshare": 0.25},
-                {"account": "B", "user": "u4", "partition": None, "fairshare": 0.5},
-            ],
-        },
-    }
 
 
 @pytest.fixture
@@ -124,11 +78,6 @@ def snap(tmp_path):
     path = tmp_path / "snap.json"
     path.write_text(json.dumps(snapshot_doc()))
     return str(path)
-
-
-def run(capsys, *argv) -> str:
-    assert main(list(argv)) == 0
-    return capsys.readouterr().out
 
 
 def row(job, part, user, prio, site, age, fs, js, p, qos, nice) -> str:

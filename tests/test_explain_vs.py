@@ -16,7 +16,7 @@ import json
 import pytest
 
 from fairshared.cli import main
-from test_explain_compare import snapshot_doc
+from samples import snapshot_doc
 
 
 def write(tmp_path, doc, name="snap.json") -> str:

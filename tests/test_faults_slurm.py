@@ -56,9 +56,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 import slurm_cluster as sc
 from daemon_proc import Daemon, fairshared_argv, write_config
+from helpers import wait_until
+
 from fairshared.engine import build_tree, compute
 from fairshared.model import Association
 from fairshared.plan import user_factors
@@ -105,14 +106,6 @@ def ctld_up() -> bool:
 
 def dbd_up() -> bool:
     return sc.run(["sacctmgr", "-nP", "show", "cluster", "format=cluster"], check=False, timeout=15).returncode == 0
-
-
-def wait_until(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.2)
 
 
 def node_idle_or_busy() -> bool:

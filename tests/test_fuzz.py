@@ -53,7 +53,7 @@ from fairshared.slurm.sshare import parse_sshare
 from fairshared.slurm.tres import parse_tres_exact
 from fairshared.sources.sacct import parse_sacct
 from fairshared.usage import JobRecord, UsagePolicy, compute_usage
-from test_inputs import DUMP
+from samples import DUMP
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DUMP = (ROOT / "examples" / "sshare-fair-tree.txt").read_text()

@@ -18,9 +18,9 @@ import threading
 import time
 
 import pytest
-
 import slurm_cluster as sc
 from daemon_proc import Daemon, write_config
+from helpers import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -67,16 +67,6 @@ class Beats(threading.Thread):
     def first(self, index: int, after: float) -> int:
         """When the first beat naming ``index`` after ``after`` was written."""
         return min(t for t, i in self.seen if i == index and t > after)
-
-
-def wait_until(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
-        time.sleep(0.2)
 
 
 def audit(path) -> list[dict]:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from daemon_proc import Daemon, fairshared_argv, free_port, gated_service, write_config
+from helpers import wait_until
 
 
 def raw(port: int, data: bytes, timeout: float = 5, family=socket.AF_INET, host="127.0.0.1") -> bytes:
@@ -199,13 +199,6 @@ def service(tmp_path):
     with gated_service({"state": {"directory": str(tmp_path / "state")},
                         "http": {"max_waiting": 2, "recompute_wait": 20}}, wait=20) as svc:
         yield svc
-
-
-def wait_until(cond, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_many_requests_are_one_pending_cycle_and_few_callers_wait(service):

@@ -13,20 +13,8 @@ from fairshared.slurm.sshare import parse_sshare
 from fairshared.model import PARENT, InputError
 from fairshared.output import write
 from fairshared.settings import ClusterSettings
+from samples import DUMP  # noqa: F401
 
-# The shape of `sshare -a -l -P` on 22.05 under Fair Tree (values made up, layout as printed).
-DUMP = """\
-Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|GrpTRESMins|TRESRunMins
-root|||0.000000|1000||1.000000|||cpu=0|cpu=0
- root|root|1|0.009901|0|0.000000|0.000000|1.000000|inf||cpu=0
- phys||40|0.396040|600|0.600000|0.600000||0.660066||cpu=0
-  phys|alice|1|0.500000|600|0.600000|1.000000|0.250000|0.500000||cpu=0
-  phys|bob|parent|0.396040|0|0.000000|0.000000|0.750000|||cpu=0
-  theory||parent|0.396040|0|0.000000|0.000000||||cpu=0
-   theory|carol|1|0.500000|0|0.000000|0.000000|1.000000|inf||cpu=0
- chem||60|0.594059|400|0.400000|0.400000||1.485148||cpu=0
-  chem|dave|1|1.000000|400|0.400000|1.000000|0.500000|1.000000||cpu=0
-"""
 
 
 def parse(text, name="dump.txt"):

@@ -50,7 +50,7 @@ def test_stdlib_records_are_rendered_like_structlogs(monkeypatch):
 
 def test_compute_failed_logs_the_traceback(tmp_path, monkeypatch):
     import fairshared.daemon.runner as runner_mod
-    from test_runner import Queue, jobs, runner
+    from fakes import Queue, jobs, runner
 
     def boom(*a, **kw):
         raise ZeroDivisionError("inside the engine")
@@ -93,7 +93,7 @@ def test_a_cycles_console_line_is_short_and_flat():
 
 
 def test_a_cycles_json_line_keeps_every_key_with_flat_stage_seconds():
-    from test_runner import Queue, jobs, runner
+    from fakes import Queue, jobs, runner
 
     buf = io.StringIO()
     configure("json", "info", buf)

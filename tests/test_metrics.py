@@ -1013,7 +1013,7 @@ def priority_cycle(tmp_path, monkeypatch, **push):
     from fairshared.inputs.priority_snapshot import inputs_from_dict
     from fairshared.daemon.config import config_from_dict
     from fairshared.daemon.runner import Runner
-    from test_explain_compare import NOW, snapshot_doc
+    from samples import NOW, snapshot_doc
 
     class Details:
         name = "snapshot"

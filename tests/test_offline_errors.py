@@ -7,20 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import fails
+from helpers import run_out_err as run
 
 from fairshared.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "examples" / "snapshot.json"
-
-
-def fails(capsys, *argv) -> str:
-    assert main(list(argv)) == 2
-    captured = capsys.readouterr()
-    err = captured.err
-    assert err.startswith("fairshared: error: ") and len(err.splitlines()) == 1, err
-    assert captured.out == ""
-    return err
 
 
 @pytest.mark.parametrize("name", ["x.txt", "x.PNGG", "x"])
@@ -73,12 +66,6 @@ def test_usages_near_a_double_s_range_are_refused_naming_the_association(capsys,
 
 
 # --- sprio -l, and filters that match nothing --------------------------------------------------------
-
-
-def run(capsys, *argv) -> tuple[str, str]:
-    assert main(list(argv)) == 0, capsys.readouterr().err
-    c = capsys.readouterr()
-    return c.out, c.err
 
 
 # Slurm 23.02 to 26.05 (src/sprio/sprio.c, 25.11.7 l.161): "%.15i %9r %.8u %.8o %.10Y %.10S %.10A %.10B %.10F

@@ -8,24 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-
-from fairshared.cli import main
+from helpers import fails, run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "examples" / "snapshot.json"
 DUMP = ROOT / "examples" / "sshare-fair-tree.txt"
-
-
-def run(capsys, *argv) -> str:
-    assert main(list(argv)) == 0, capsys.readouterr().err
-    return capsys.readouterr().out
-
-
-def fails(capsys, *argv) -> str:
-    assert main(list(argv)) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("fairshared: error: ") and len(err.splitlines()) == 1, err
-    return err
 
 
 def example_jobs() -> list[int]:

@@ -8,10 +8,8 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
+from fakes import TREE, FakeCli, FakeSlurmCli, PriorityQueue, fake_live_cli, runner
 from structlog.testing import capture_logs
-from test_priority import FakeCli, fake_live_cli
-from test_runner import TREE, PriorityQueue, runner
-from test_usage import FakeSlurmCli
 
 from fairshared.daemon.config import config_from_dict
 from fairshared.model import Job, Snapshot

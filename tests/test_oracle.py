@@ -13,7 +13,6 @@ sshare prints every double with printf("%f"), so values are compared as "%f" str
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -31,10 +30,11 @@ try:
 except ImportError:  # pragma: no cover - depends on how pytest is started
     sys.path.insert(0, str(TESTS.parent / "src"))
 
-from fairshared.model import PARENT, Association  # noqa: E402
-
 import oracle  # noqa: E402
 from oracle import reference_compute  # noqa: E402
+from samples import associations, load  # noqa: F401
+
+from fairshared.model import PARENT, Association  # noqa: E402
 
 # sshare column -> oracle key
 COLUMN_KEYS = {
@@ -46,20 +46,8 @@ COLUMN_KEYS = {
 }
 
 
-def load(name: str) -> dict:
-    with open(DATA / f"{name}.json") as f:
-        return json.load(f)
 
 
-def associations(fixture: dict, order=None) -> list[Association]:
-    """The fixture's associations; ``order(i)`` gives optional order keys."""
-    out = []
-    for i, a in enumerate(fixture["associations"]):
-        shares = PARENT if a["shares"] == "parent" else a["shares"]
-        usage = None if a["usage"] is None else float(a["usage"])
-        out.append(Association(account=a["account"], user=a["user"], parent=a["parent"], shares=shares,
-                               usage=usage, order=None if order is None else order(i)))
-    return out
 
 
 def compute(fixture: dict, order=None, **overrides) -> dict:

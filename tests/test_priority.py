@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 
 import pytest
+from fakes import NODE_LINE, PARTITION_LINE, SPRIO_OUT, SQUEUE_OUT, FakeCli, fake_live_cli  # noqa: F401
 
 from fairshared import priority as P
 from fairshared.model import ClusterInfo, InputError, Job, PartitionInfo
 from fairshared.priority import PriorityParams
+from fairshared.settings import ClusterSettings
 from fairshared.slurm.tres import parse_tres_weights
 from fairshared.slurm.units import INFINITE
-from fairshared.settings import ClusterSettings
 
 NOW = 1_800_000_000
 
@@ -304,11 +305,14 @@ def test_render_cuts_long_fields_like_sprio():
 
 # --- the live source's parsers (lines captured from a Slurm 22.05.8 cluster) --------------------------
 
-from fairshared.sources import jobinfo_cli as jc
 from fairshared.records import SourceError
-from fairshared.sources.slurm_cli import SlurmCli
 from fairshared.slurm.assoc_mgr import parse_assoc_priorities
-from fairshared.slurm.config import parse_config, parse_slurm_conf_flags, priority_config, priority_config_extra
+from fairshared.slurm.config import (
+    parse_config,
+    parse_slurm_conf_flags,
+    priority_config,
+    priority_config_extra,
+)
 from fairshared.slurm.sacctmgr import parse_qos
 from fairshared.slurm.scontrol import parse_nodes, parse_partitions
 from fairshared.slurm.sprio import SprioFacts, parse_sprio_facts
@@ -316,35 +320,7 @@ from fairshared.slurm.squeue import parse_squeue
 from fairshared.slurm.sshare import parse_sshare_fairshare
 from fairshared.slurm.state_files import parse_last_decay_ran
 from fairshared.slurm.tres import parse_tres
-
-PARTITION_LINE = (
-    "PartitionName=high AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=NO QoS=N/A "
-    "DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED "
-    "MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=vm PriorityJobFactor=10 PriorityTier=1 "
-    "RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=4096 "
-    "TotalNodes=1 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED "
-    "TRES=cpu=4096,mem=64G,node=1,billing=8192 TRESBillingWeights=CPU=2.0")
-NODE_LINE = (
-    "NodeName=vm Arch=x86_64 CoresPerSocket=1  CPUAlloc=4096 CPUEfctv=4096 CPUTot=4096 CPULoad=0.21 "
-    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8 "
-    "OS=Linux 6.18.44-fc-v769 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=65536 AllocMem=0 FreeMem=23441 Sockets=4096 "
-    "Boards=1 State=ALLOCATED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=debug,high")
-SQUEUE_OUT = (
-    "48\x1f48\x1fprx2\x1fprxa\x1fnormal\x1f8171\x1f0\x1fPENDING\x1fhigh\x1f1795326888\x1f1795326888\x1f1795326888"
-    "\x1f30\x1f1\x1fUNLIMITED\x1fcpu=30,mem=64G,node=1,billing=60\x1fResources\n"
-    "49\x1f49\x1fprx2\x1fprxa\x1fnormal\x1f777\x1f0\x1fPENDING\x1fhigh,debug\x1f1795326960\x1f1795326960"
-    "\x1f1795326960\x1f3\x1f1\x1fUNLIMITED\x1fcpu=3,mem=64G,node=1,billing=6\x1fNodes required for job are DOWN, "
-    "DRAINED or reserved for jobs in higher priority partitions\n"
-    "50\x1f50_7\x1fprx1\x1fprxa\x1fprlo\x1f0\x1f-5\x1fPENDING\x1fdebug\x1f1795326960\x1f1795330000\x1fUnknown"
-    "\x1f3\x1f1\x1f1-00:30:00\x1fcpu=3,mem=1500M,node=1,billing=3\x1fJobHeldUser\n")
-SPRIO_OUT = (
-    "46\x1fhigh\x1f0\x1f0\x1f0.0007060\x1f0.0000000\x1f0.6666667\x1f0.5012207\x1f1.0000000\x1f0.0000000\x1f\n"
-    "48\x1fhigh\x1f300\x1f7\x1f0.0007060\x1f0.0000000\x1f0.6666667\x1f0.5036621\x1f1.0000000\x1f0.0000000\x1f\n"
-    "49\x1fhigh\x1f-2147483648\x1f-2147483648\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f1.0000000"
-    "\x1f0.0000000\x1f\n"
-    "49\x1fdebug\x1f-2147483648\x1f-2147483648\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.1000000"
-    "\x1f0.0000000\x1f\n"
-    "51\x1fdebug\x1f0\x1f0\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f0.0000000\x1f\n")
+from fairshared.sources import jobinfo_cli as jc
 
 
 def test_parse_tres_units():
@@ -428,57 +404,8 @@ def test_parse_sshare_fairshare():
     assert parse_sshare_fairshare(text) == {("prxa", "prx1", None): 0.333333}
 
 
-class FakeCli(SlurmCli):
-    """SlurmCli whose commands answer from a dict (argv prefix → output)."""
-
-    def __init__(self, answers, **kw):
-        super().__init__(**kw)
-        self.answers = answers
-        self.seen = []
-
-    def run(self, argv):
-        self.seen.append((tuple(argv), dict(self.env or {})))
-        for prefix, out in self.answers.items():
-            if tuple(argv[:len(prefix)]) == prefix:
-                return out
-        raise SourceError(f"`{' '.join(argv[:3])}` failed (exit 1): not faked")
 
 
-def fake_live_cli(tmp_path):
-    """A command-line source whose Slurm commands answer as a 22.05.8 cluster would (FakeCli);
-    returns it and the slurm.conf it points at."""
-    import struct
-
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "priority_last_decay_ran").write_bytes(struct.pack(">qq", 1795326900, 0))
-    conf = tmp_path / "slurm.conf"
-    conf.write_text("PriorityFlags=NO_NORMAL_QOS\n")
-    config = "\n".join([
-        "ClusterName = c", "SLURM_VERSION = 22.05.8", "PriorityType = priority/multifactor",
-        "PriorityFlags = NO_NORMAL_ALL", "PriorityMaxAge = 1-00:00:00", "PriorityWeightAge = 1000",
-        "PriorityWeightAssoc = 10", "PriorityWeightFairShare = 10000", "PriorityWeightTRES = CPU=5",
-        f"StateSaveLocation = {state}", f"SLURM_CONF = {conf}",
-        "AccountingStorageTRES = cpu,mem,energy,node,billing,fs/disk,vmem,pages"]) + "\n"
-    assoc = ("ClusterName=c Account=root UserName= Partition= Priority=0 ID=1\n"
-             "    SharesRaw/Norm/Level/Factor=1/0.00/1/0.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
-             "    ParentAccount= Lft=1 DefAssoc=No\n"
-             "ClusterName=c Account=prxa UserName= Partition= Priority=3 ID=2\n"
-             "    SharesRaw/Norm/Level/Factor=10/1.00/10/0.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
-             "    ParentAccount=root(1) Lft=2 DefAssoc=No\n"
-             "ClusterName=c Account=prxa UserName=prx2(1002) Partition= Priority=6 ID=3\n"
-             "    SharesRaw/Norm/Level/Factor=1/1.00/1/1.00\n    UsageRaw/Norm/Efctv=100.00/1.00/1.00\n"
-             "    ParentAccount= Lft=3 DefAssoc=Yes\n")
-    sshare = ("Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS\n"
-              "root||||0.000000|100||1.000000||\n prxa|||10|1.000000|100|1.000000|1.000000||1.000000\n"
-              "  prxa|prx2||1|1.000000|100|1.000000|1.000000|1.000000|1.000000\n")
-    sshare_ids = "ID|User|Partition|RawShares|FairShare\n1||||\n2|||10|\n3|prx2||1|1.000000\n"
-    cli = FakeCli({("scontrol", "show", "config"): config, ("scontrol", "show", "assoc_mgr"): assoc,
-                   ("sshare", "-a", "-l"): sshare, ("sshare", "-a", "-P", "-o"): sshare_ids, ("scontrol", "-a", "-o", "show", "partition"): PARTITION_LINE + "\n",
-                   ("scontrol", "-a", "-o", "show", "node"): NODE_LINE + "\n",
-                   ("sacctmgr", "-nP", "show", "qos"): "normal|0\n", ("squeue",): SQUEUE_OUT,
-                   ("sprio",): SPRIO_OUT})
-    return cli, conf
 
 
 def test_read_puts_it_all_together(tmp_path):

@@ -12,16 +12,8 @@ import sys
 import time
 
 import pytest
-
 from daemon_proc import Daemon, gated_service, write_config
-
-
-def wait_until(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
+from helpers import wait_until
 
 # -- the command line survives a reload ------------------------------------------------------------
 

@@ -10,72 +10,15 @@ import json
 from dataclasses import replace
 
 import pytest
+from fakes import CFG, SETTINGS, TREE, PriorityQueue, Queue, Recorder, jobs, runner  # noqa: F401
 
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
-from fairshared.model import Association, Job, Snapshot
-from fairshared.records import JobGone, PushError, SourceError
-from fairshared.sinks.base import AppliesEach
+from fairshared.model import Job, Snapshot
+from fairshared.records import SourceError
+from fairshared.settings import ClusterSettings
 from fairshared.sinks.push_demo import DemoUpdater
 from fairshared.sources.demo import DemoCluster, DemoSource
-from fairshared.settings import ClusterSettings
-
-TREE = [
-    Association("root", None, None, 1, None),
-    Association("a", None, "root", 1, None),
-    Association("a", "busy", "a", 1, 90.0),
-    Association("a", "idle", "a", 1, 0.0),
-]
-CFG = {"priority_flags": [], "weight_fairshare": 0, "calc_period_seconds": 60, "dampening": 1}
-SETTINGS = ClusterSettings.from_dict(CFG)
-
-
-class Queue(AppliesEach):
-    """A static cluster: a tree and a queue whose jobs keep what is written to them (source and updater)."""
-
-    name = "static"
-    reads_details = False
-
-    def __init__(self, jobs, fail=None):
-        self.jobs = {j.job_id: j for j in jobs}
-        self.fail = fail
-        self.applied = []
-        self.snapshots = 0
-
-    def snapshot(self, *, jobs=True, details=False):
-        self.snapshots += 1
-        if self.fail:
-            raise self.fail
-        if details:
-            raise SourceError("the static queue does not read the job details push.mode 'priority' needs")
-        return Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(CFG),  # CFG as it is now
-                        jobs=list(self.jobs.values()))
-
-    def apply(self, action):
-        self.applied.append(action)
-        if action.job_id == 666:
-            raise PushError("job 666: Access/permission denied")
-        if action.job_id not in self.jobs:
-            raise JobGone(f"job {action.job_id}: Invalid job id specified")
-        self.jobs[action.job_id] = replace(self.jobs[action.job_id], site_factor=action.new)
-
-
-class Recorder:
-    def __init__(self):
-        self.cycles = []
-
-    def publish(self, cycle):
-        self.cycles.append(cycle)
-
-
-def jobs():
-    return [Job(1, "busy", "a", "batch", priority=10, site_factor=0),
-            Job(2, "idle", "a", "batch", priority=10, site_factor=0)]
-
-
-def runner(q, tmp_path, **push):
-    cfg = config_from_dict({"push": {"weight": 1000, **push}})
-    return Runner(cfg, q, q, Recorder(), tmp_path)
 
 
 def test_push_then_nothing_when_inputs_unchanged(tmp_path):
@@ -239,31 +182,6 @@ def test_operator_fixed_priority_is_left_alone_unless_configured(tmp_path):
     assert {a.job_id for a in runner(q, tmp_path / "2", override_fixed=True).cycle().actions} == {1, 2, 3}
 
 
-class PriorityQueue(Queue):
-    """A static cluster read the way push mode `priority` reads one (Source.snapshot(details=True))."""
-
-    reads_details = True
-
-    def __init__(self, infos):
-        super().__init__([])
-        self.infos = {j.job_id: j for j in infos}
-        self.last: Snapshot | None = None
-
-    def snapshot(self, *, jobs=True, details=False):
-        from fairshared.model import ClusterInfo
-
-        assert details, "push mode priority reads the job details"
-        cfg = {**CFG, "weight_age": 0, "weight_jobsize": 0}
-        self.last = Snapshot(associations=list(TREE), settings=ClusterSettings.from_dict(cfg),
-                             jobs=list(self.infos.values()), cluster_info=ClusterInfo())
-        return self.last
-
-    def apply(self, action):
-        assert action.field == "priority"
-        self.applied.append(action)
-        # as slurmctld does (seen on 22.05.8): a set priority resets the job's nice to 0
-        self.infos[action.job_id] = replace(self.infos[action.job_id], priority=action.new, direct_set_prio=True,
-                                            nice=0)
 
 
 def test_priority_mode_pushes_the_whole_priority_and_leaves_operator_fixed_jobs(tmp_path):
@@ -295,8 +213,8 @@ def test_priority_mode_needs_a_source_that_reads_job_details(tmp_path):
 def test_fair_share_counted_twice_warns_once_per_change(tmp_path, monkeypatch):
     """site_factor mode with Slurm's PriorityWeightFairshare not 0: one warning when it starts, a note
     when it stops, nothing while it stays; the metric follows every cycle that read the settings."""
-    from fairshared.sinks.metrics import Metrics
     import fairshared.daemon.runner as runner_mod
+    from fairshared.sinks.metrics import Metrics
 
     events: list[tuple[str, str]] = []
 

@@ -12,13 +12,13 @@ import hashlib
 import json
 from dataclasses import replace
 
+from fakes import SETTINGS, TREE  # the same static cluster as the runner's tests
+
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
 from fairshared.model import Job, Snapshot
 from fairshared.records import PushError, SourceError
 from fairshared.sinks.base import AppliesEach
-from test_runner import SETTINGS, TREE  # the same static cluster as the runner's tests
-
 
 
 class Queue(AppliesEach):

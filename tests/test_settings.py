@@ -6,8 +6,7 @@ import io
 import json
 
 import pytest
-from test_priority import fake_live_cli
-from test_runner import TREE, Queue
+from fakes import TREE, Queue, fake_live_cli
 
 from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict

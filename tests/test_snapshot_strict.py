@@ -10,16 +10,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from test_oracle import associations, load
-from test_priority import fake_live_cli
+from fakes import fake_live_cli
+from samples import associations, load
 
 from fairshared.cli import main
 from fairshared.inputs.priority_snapshot import inputs_from_dict, inputs_to_dict
 from fairshared.inputs.snapshot_schema import PRIORITY_FLAGS, SnapshotConfig
 from fairshared.model import ClusterInfo, Snapshot
-from fairshared.sources import demo
 from fairshared.settings import ClusterSettings
 from fairshared.slurm.config import priority_config, priority_config_extra
+from fairshared.sources import demo
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "examples" / "snapshot.json"

@@ -8,11 +8,11 @@ import os
 import subprocess
 
 import pytest
-
 from daemon_proc import fairshared_argv, write_config
+from fakes import Queue, jobs, runner
+
 from fairshared.daemon import statefiles
 from fairshared.model import InputError
-from test_runner import Queue, jobs, runner
 
 SHAPES = {
     "jobs is a list": '{"version": 1, "mode": "site_factor", "jobs": [1, 2]}',

@@ -22,10 +22,11 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
+from fakes import FakeSlurmCli  # noqa: F401
 
 from fairshared.model import Association
-from fairshared.slurm.tres import parse_billing_weights
 from fairshared.settings import ClusterSettings
+from fairshared.slurm.tres import parse_billing_weights
 from fairshared.usage import (
     HALF_LIFE_ZERO_ERROR,
     BadRecord,
@@ -467,38 +468,6 @@ def test_closed_form_equals_slurmctlds_loop():
 # --- the `fairshared usage` command and `compute --usage accounting` (Slurm faked) ------------------
 
 
-class FakeSlurmCli:
-    """Stands in for SlurmCli: a fixed snapshot and canned outputs (the live test uses the real one)."""
-
-    T = 1_781_092_800.0  # 2026-06-10 12:00:00 UTC, on a whole minute
-    tree = [Association("root", usage=10.0), Association("root", "root", "root", usage=0.0),
-            Association("a", None, "root", 5, usage=10.0), Association("a", "u1", "a", usage=4.0),
-            Association("a", "u2", "a", usage=6.0)]
-    config = {"half_life_seconds": 0, "calc_period_seconds": 60, "usage_reset_period": "YEARLY",
-              "priority_flags": [], "accounting_storage_enforce": ["associations", "limits"], "dampening": 1}
-    sacct = (f"1|a|u1|debug|normal|{T - 1000:.0f}|{T - 400:.0f}|COMPLETED|billing=4,cpu=4,node=1\n"
-             f"2|a|u2|high|normal|{T - 330:.0f}|Unknown|RUNNING|billing=6,cpu=3,node=1\n"
-             f"3|gone|u9|debug|normal|{T - 500:.0f}|{T - 400:.0f}|COMPLETED|billing=1,cpu=1,node=1\n")
-
-    def __init__(self, timeout=60.0, bin_dir=None, env=None):
-        self.timeout, self.bin_dir, self.env = timeout, bin_dir, env
-
-    def snapshot(self, *, jobs=True):
-        from fairshared.model import Snapshot
-
-        return Snapshot(associations=list(self.tree), settings=ClusterSettings.from_dict(self.config),
-                        source="fake")
-
-    def run(self, argv):
-        if argv[0] == "sacct":
-            return self.sacct
-        if argv[0] == "sacctmgr":
-            return "normal|1.000000\n"
-        if argv[:3] == ["scontrol", "show", "partition"]:
-            return "PartitionName=debug Default=YES\nPartitionName=high TRESBillingWeights=CPU=2.0\n"
-        if argv[:3] == ["scontrol", "show", "config"]:
-            return "StateSaveLocation = /nonexistent/state\n"
-        raise AssertionError(argv)
 
 
 def test_usage_command_json_and_table(monkeypatch, capsys):

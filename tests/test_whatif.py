@@ -23,7 +23,7 @@ from fairshared.inputs.snapshot import snapshot_from_dict
 from fairshared.model import InputError
 from fairshared.usage import UsagePolicy
 from fairshared.whatif import apply_edits, parse_edit, recovery
-from test_explain_compare import snapshot_doc
+from samples import snapshot_doc
 
 
 def write(tmp_path, doc) -> str:
