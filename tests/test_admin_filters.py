@@ -11,7 +11,8 @@ from helpers import run
 from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.service import state_dir
-from fairshared.priority import PriorityParams, render_sprio_weights
+from fairshared.priority import PriorityParams
+from fairshared.priority_sprio import render_sprio_weights
 from fairshared.sources.demo import CONFIG
 
 

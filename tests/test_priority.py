@@ -13,6 +13,7 @@ import pytest
 from fakes import NODE_LINE, PARTITION_LINE, SPRIO_OUT, SQUEUE_OUT, FakeCli, fake_live_cli  # noqa: F401
 
 from fairshared import priority as P
+from fairshared import priority_sprio as S
 from fairshared.model import ClusterInfo, InputError, Job, PartitionInfo
 from fairshared.priority import PriorityParams
 from fairshared.settings import ClusterSettings
@@ -168,7 +169,7 @@ def test_whole_priority_by_hand():
     assert f[0].weighted == {"age": 500.0, "assoc": 0.0, "fairshare": 7500.0, "jobsize": 250.0,
                              "partition": 1000.0, "qos": 1000.0}
     assert f[0].priority == 10500
-    row = P.sprio_rows(j, 0.75, CLUSTER, WEIGHTS, NOW)[0]
+    row = S.sprio_rows(j, 0.75, CLUSTER, WEIGHTS, NOW)[0]
     assert row.as_json() == {"job_id": 1, "user": "alice", "account": "phys", "partition": "high", "qos_name": "hi",
                              "priority": 10500, "site": 300,
                              "age": 500, "assoc": 0, "fairshare": 7500, "jobsize": 250, "partition_factor": 1000,
@@ -183,16 +184,16 @@ def test_tres_and_assoc_in_the_sum():
     f = P.job_factors(j, "debug", 0.0, CLUSTER, params, NOW)
     assert f.tres_weighted == {"cpu": 250.0, "gres/gpu": 1000.0}
     assert f.priority == 2750
-    row = P.sprio_rows(j, 0.0, CLUSTER, params, NOW)[0]
+    row = S.sprio_rows(j, 0.0, CLUSTER, params, NOW)[0]
     assert row.as_json()["tres"] == {"cpu": 250, "gres/gpu": 1000}
-    assert P.sprio_cells(row)[-1] == "cpu=250,gres/gpu=1000"
+    assert S.sprio_cells(row)[-1] == "cpu=250,gres/gpu=1000"
 
 
 def test_operator_set_priority_single_partition():
     j = job(priority=12345, direct_set_prio=True, site_factor=0, nice=0)
     f = P.job_priority(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
     assert (f.priority, f.direct, sum(f.weighted.values())) == (12345, True, 0.0)
-    row = P.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
+    row = S.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)[0]
     # sprio prints direct_prio and zeroes everything else, SITE and NICE included
     assert row.as_json() == {"job_id": 1, "user": "alice", "account": "phys", "partition": "debug",
                              "qos_name": "normal", "priority": 12345, "site": 0, "age": 0, "assoc": 0, "fairshare": 0, "jobsize": 0, "partition_factor": 0,
@@ -201,7 +202,7 @@ def test_operator_set_priority_single_partition():
 
 def test_operator_set_priority_several_partitions_shows_sprios_quirk():
     j = job(partitions=("debug", "high"), priority=5000, direct_set_prio=True)
-    rows = P.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)
+    rows = S.sprio_rows(j, 0.9, CLUSTER, WEIGHTS, NOW)
     # _filter_job copies the zeroed factors: SITE = NICE = 0 − 2^31; PRIORITY = the partition factor only
     # (debug 0.1·1000 = 100, high 1.0·1000 = 1000), since −2^31 − (−2^31) = 0
     assert [(r.partition, r.priority, r.site, r.nice, r.partition_factor) for r in rows] == [
@@ -209,7 +210,7 @@ def test_operator_set_priority_several_partitions_shows_sprios_quirk():
     # while slurmctld's own priority stays 5000 in both
     assert [f.priority for f in P.job_priority(j, 0.9, CLUSTER, WEIGHTS, NOW)] == [5000, 5000]
     # SITE is cut to its 10 characters: "-214748364" (as seen live)
-    line = P.render_sprio(rows, header=False).splitlines()[0]
+    line = S.render_sprio(rows, header=False).splitlines()[0]
     assert line.split()[4] == "-214748364" and line.split()[11] == "-2147483648"
 
 
@@ -217,11 +218,11 @@ def test_operator_set_priority_several_partitions_from_23_02_and_its_columns():
     from dataclasses import replace
 
     j = job(partitions=("debug", "high"), priority=5000, direct_set_prio=True)
-    rows = P.sprio_rows(j, 0.9, replace(CLUSTER, slurm_version=(25, 11)), WEIGHTS, NOW)
+    rows = S.sprio_rows(j, 0.9, replace(CLUSTER, slurm_version=(25, 11)), WEIGHTS, NOW)
     # _create_prio_factors_obj (23.02+) hands sprio direct_prio for each partition (seen on 25.11.7)
     assert [(r.partition, r.priority, r.site, r.nice, r.partition_factor) for r in rows] == [
         ("debug", 5000, 0, 0, 0.0), ("high", 5000, 0, 0, 0.0)]
-    text = P.render_sprio(rows, version=(25, 11))
+    text = S.render_sprio(rows, version=(25, 11))
     # the header of 25.11.7's `sprio -l`, and its row layout: ACCOUNT after USER, QOSNAME before QOS
     assert text.splitlines()[0].split() == ["JOBID", "PARTITION", "USER", "ACCOUNT", "PRIORITY", "SITE", "AGE",
                                             "ASSOC", "FAIRSHARE", "JOBSIZE", "PARTITION", "QOSNAME", "QOS",
@@ -232,12 +233,12 @@ def test_operator_set_priority_several_partitions_from_23_02_and_its_columns():
 
 def test_multi_partition_rows_and_tier_order():
     j = job(partitions=("debug", "high"), accrue_time=0)
-    rows = P.sprio_rows(j, 0.5, CLUSTER, WEIGHTS, NOW)
+    rows = S.sprio_rows(j, 0.5, CLUSTER, WEIGHTS, NOW)
     # fs 5000 + job size (1/4 + 100/400)/2·1000 = 250 + partition 100 (debug) / 1000 (high)
     assert [(r.partition, r.priority) for r in rows] == [("debug", 5350), ("high", 6250)]
     tiered = ClusterInfo(partitions={"debug": DEBUG, "high": PartitionInfo("high", 10, priority_tier=2)},
                          qos_priority=CLUSTER.qos_priority, node_count=4, cpu_count=400)
-    assert [r.partition for r in P.sprio_rows(j, 0.5, tiered, WEIGHTS, NOW)] == ["high", "debug"]
+    assert [r.partition for r in S.sprio_rows(j, 0.5, tiered, WEIGHTS, NOW)] == ["high", "debug"]
 
 
 def test_sprio_priority_is_not_clamped_but_the_jobs_is():
@@ -245,18 +246,18 @@ def test_sprio_priority_is_not_clamped_but_the_jobs_is():
     j = job(site_factor=2147483645, nice=-2147483645, accrue_time=0, cpus=0, min_nodes=0)
     params = PriorityParams(weight_fairshare=10000)
     assert P.job_priority(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294967295
-    assert P.sprio_rows(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294977290
+    assert S.sprio_rows(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294977290
 
 
 def test_rounding_half_even_and_truncation():
     # fair-share 1/32 · 10000 = 312.5 exactly: %.0f rounds half to even → 312; 3/32 → 937.5 → 938
     params = PriorityParams(weight_fairshare=10000)
     j = job(accrue_time=0, cpus=0, min_nodes=0)
-    assert P.sprio_rows(j, 1 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 312
-    assert P.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 938
+    assert S.sprio_rows(j, 1 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 312
+    assert S.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 938
     # but the PRIORITY column truncates the sum: 937.5 → 937
-    assert P.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].priority == 937
-    assert P.c_round(2.5) == 2 and P.c_round(3.5) == 4 and P.c_round(0.49999) == 0
+    assert S.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].priority == 937
+    assert S.c_round(2.5) == 2 and S.c_round(3.5) == 4 and S.c_round(0.49999) == 0
 
 
 def test_wire_round_trip_is_at_most_an_ulp():
@@ -265,16 +266,16 @@ def test_wire_round_trip_is_at_most_an_ulp():
 
 
 def test_which_jobs_sprio_lists():
-    assert P.listed_by_sprio(job(), WEIGHTS, NOW)
-    assert not P.listed_by_sprio(job(priority=0), WEIGHTS, NOW)  # held
-    assert not P.listed_by_sprio(job(state="RUNNING"), WEIGHTS, NOW)
+    assert S.listed_by_sprio(job(), WEIGHTS, NOW)
+    assert not S.listed_by_sprio(job(priority=0), WEIGHTS, NOW)  # held
+    assert not S.listed_by_sprio(job(state="RUNNING"), WEIGHTS, NOW)
     running = PriorityParams(flags=frozenset({"CALCULATE_RUNNING"}))
-    assert P.listed_by_sprio(job(state="RUNNING"), running, NOW)
+    assert S.listed_by_sprio(job(state="RUNNING"), running, NOW)
     later = job(eligible_time=NOW + 3600)  # --begin in the future
-    assert not P.listed_by_sprio(later, WEIGHTS, NOW)
+    assert not S.listed_by_sprio(later, WEIGHTS, NOW)
     # ACCRUE_ALWAYS: the submit time decides instead of the begin time
-    assert P.listed_by_sprio(later, PriorityParams(flags=frozenset({"ACCRUE_ALWAYS"})), NOW)
-    rows = P.sprio([job(job_id=7), job(job_id=3, priority=0), job(job_id=5)], lambda j: 0.0, CLUSTER, WEIGHTS, NOW)
+    assert S.listed_by_sprio(later, PriorityParams(flags=frozenset({"ACCRUE_ALWAYS"})), NOW)
+    rows = S.sprio([job(job_id=7), job(job_id=3, priority=0), job(job_id=5)], lambda j: 0.0, CLUSTER, WEIGHTS, NOW)
     assert [r.job_id for r in rows] == [5, 7]  # held job 3 left out; sorted by job id
 
 
@@ -287,16 +288,16 @@ def test_render_matches_sprio_l_layout():
               "  PARTITION        QOS        NICE                 TRES")
     live = ("              7 high        fsu_b1       3512          0          0          0       2000        512"
             "       1000          0           0                     ")
-    row = P.SprioRow(job_id=7, partition="high", user="fsu_b1", priority=3512, site=0, age=0.0, assoc=0.0,
+    row = S.SprioRow(job_id=7, partition="high", user="fsu_b1", priority=3512, site=0, age=0.0, assoc=0.0,
                      fairshare=2000.0, jobsize=512.20703125, partition_factor=1000.0, qos=0.0, nice=0, tres=())
-    assert P.render_sprio([row]) == header + "\n" + live + "\n"
+    assert S.render_sprio([row]) == header + "\n" + live + "\n"
 
 
 def test_render_cuts_long_fields_like_sprio():
-    row = P.SprioRow(job_id=1234567, partition="verylongpartition", user="averylonguser", priority=5,
+    row = S.SprioRow(job_id=1234567, partition="verylongpartition", user="averylonguser", priority=5,
                      site=0, age=0.0, assoc=0.0, fairshare=0.0, jobsize=0.0, partition_factor=0.0, qos=0.0, nice=0,
                      tres=(("cpu", 1234.0), ("mem", 5678.0), ("gres/gpu", 91011.0)))
-    line = P.render_sprio([row], header=False).rstrip("\n")
+    line = S.render_sprio([row], header=False).rstrip("\n")
     cells = line.split()
     assert cells[1] == "verylongp"  # %9r: the first 9 characters
     assert cells[2] == "averylon"  # %.8u right-justified but still cut to 8 (the leftmost 8)
@@ -449,24 +450,24 @@ def test_several_qos_rows_per_partition_and_qos_as_24_11_builds_them():
     cluster = replace(CLUSTER, slurm_version=(24, 11))
     j = job(partitions=("debug", "high"), qos="lo,normal,hi", accrue_time=0)
     assert P.ordered_qos(j, cluster) == ["hi", "lo", "normal"]
-    rows = P.sprio_rows(j, 0.5, cluster, WEIGHTS, NOW)
+    rows = S.sprio_rows(j, 0.5, cluster, WEIGHTS, NOW)
     # fs 5000 + job size 250 + partition 100 (debug) / 1000 (high) + QOS 1000 (hi) / 250 (lo) / 1000 (normal: kept)
     assert [(r.partition, r.qos_name, r.qos, r.priority) for r in rows] == [
         ("debug", "hi", 1000.0, 6350), ("debug", "lo", 250.0, 5600), ("debug", "normal", 1000.0, 6350),
         ("high", "hi", 1000.0, 7250), ("high", "lo", 250.0, 6500), ("high", "normal", 1000.0, 7250)]
     # the job's own priority (squeue %Q) is the first entry's: its first partition with its first QOS
     assert P.job_priority(j, 0.5, cluster, WEIGHTS, NOW)[0].priority == 6350
-    text = P.render_sprio(rows, version=(24, 11)).splitlines()
+    text = S.render_sprio(rows, version=(24, 11)).splitlines()
     assert text[2].split()[10:13] == ["100", "lo", "250"]  # PARTITION, QOSNAME, QOS
     # one QOS: no QOS dimension at all
-    assert len(P.sprio_rows(job(qos="lo"), 0.5, cluster, WEIGHTS, NOW)) == 1
+    assert len(S.sprio_rows(job(qos="lo"), 0.5, cluster, WEIGHTS, NOW)) == 1
 
 
 def test_several_qos_operator_set_priority_shows_it_in_every_row():
     from dataclasses import replace
 
     j = job(qos="lo,hi", priority=777, direct_set_prio=True)
-    rows = P.sprio_rows(j, 0.5, replace(CLUSTER, slurm_version=(24, 11)), WEIGHTS, NOW)
+    rows = S.sprio_rows(j, 0.5, replace(CLUSTER, slurm_version=(24, 11)), WEIGHTS, NOW)
     assert [(r.partition, r.qos_name, r.priority, r.site) for r in rows] == [("debug", "hi", 777, 0),
                                                                               ("debug", "lo", 777, 0)]
 

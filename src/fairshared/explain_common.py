@@ -12,7 +12,8 @@ from collections.abc import Callable
 from .engine.ranks import fairshare_of
 from .engine.result import Result
 from .model import ClusterInfo, Snapshot
-from .priority import FACTOR_NAMES, Factors, PriorityParams, job_priority, listed_by_sprio
+from .priority import FACTOR_NAMES, Factors, PriorityParams, job_priority
+from .priority_sprio import listed_by_sprio
 
 IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
            "partition": "partition", "qos": "QOS"}

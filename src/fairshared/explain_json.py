@@ -14,9 +14,10 @@ from typing import NamedTuple
 
 from .engine.ranks import assoc_index, fairshare_of, job_assoc
 from .engine.result import Result
-from .model import InputError, Job, Snapshot
-from .priority import Factors, PriorityParams, job_priority, listed_by_sprio
 from .explain_common import queue_entries, why
+from .model import InputError, Job, Snapshot
+from .priority import Factors, PriorityParams, job_priority
+from .priority_sprio import listed_by_sprio
 
 
 class QueuePlace(NamedTuple):

@@ -33,9 +33,9 @@ from .engine import fair_tree, level_based
 # job_assoc/assoc_index: where they live today (a command module); they belong beside Result
 from .engine.ranks import assoc_index, job_assoc
 from .engine.result import Result
-from .model import InputError, Job
-from .model import ClusterInfo
-from .priority import PriorityParams, SprioRow, listed_by_sprio, sprio_rows
+from .model import ClusterInfo, InputError, Job
+from .priority import PriorityParams
+from .priority_sprio import SprioRow, listed_by_sprio, sprio_rows
 
 # The order of tied siblings in Fair Tree's stable sort, per sibling-order kind (engine/sibling_order.py)
 TIE_ORDER = {

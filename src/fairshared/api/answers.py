@@ -22,7 +22,8 @@ from ..explain_common import queue_key
 from ..explain_json import QueuePlace, explain_data
 from ..explain_vs import explain_vs
 from ..model import InputError, Snapshot
-from ..priority import Factors, PriorityParams, job_priority, listed_by_sprio
+from ..priority import Factors, PriorityParams, job_priority
+from ..priority_sprio import listed_by_sprio
 from ..usage import UsagePolicy
 from ..whatif import recovery_report
 from .view import View

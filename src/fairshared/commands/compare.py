@@ -16,7 +16,8 @@ from ..engine import ALGORITHMS, build_tree
 from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
 from ..model import Snapshot
-from ..priority import FACTOR_NAMES, PriorityParams, job_priority, listed_by_sprio
+from ..priority import FACTOR_NAMES, PriorityParams, job_priority
+from ..priority_sprio import listed_by_sprio
 from . import count
 from .common import (
     add_at,
@@ -29,7 +30,6 @@ from .common import (
     save_if_asked,
     warn,
 )
-
 
 UINT32_MAX = 4294967295
 

@@ -16,13 +16,11 @@ from ..engine import ALGORITHMS, Params, build_tree
 from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
+from ..explain_common import duration, queue_entries, utc, why
+from ..explain_json import explain_data
 from ..model import InputError, Job, Snapshot
-from ..priority import (
-    PriorityParams,
-    job_priority,
-    listed_by_sprio,
-    ordered_partitions,
-)
+from ..priority import PriorityParams, job_priority, ordered_partitions
+from ..priority_sprio import listed_by_sprio
 from . import count
 from .common import (
     add_at,
@@ -35,8 +33,6 @@ from .common import (
     save_if_asked,
     warn,
 )
-from ..explain_common import duration, queue_entries, utc, why
-from ..explain_json import explain_data
 from .explain_vs_cmd import add_arguments as add_vs_arguments
 from .explain_vs_cmd import cmd_explain_vs
 

@@ -12,14 +12,8 @@ import sys
 
 from ..engine import ALGORITHMS
 from ..engine.ranks import fairshare_of
-from ..priority import (
-    PriorityParams,
-    SprioRow,
-    render_sprio,
-    render_sprio_weights,
-    render_sprio_weights_long,
-    sprio,
-)
+from ..priority import PriorityParams
+from ..priority_sprio import SprioRow, render_sprio, render_sprio_weights, render_sprio_weights_long, sprio
 from . import job_id_list, name_list
 from .common import add_at, add_source, evaluate, save_if_asked
 

@@ -57,16 +57,14 @@ own (account, user, partition) labels, so a join adds it to any of them.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
-import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, choose_encoder
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -74,33 +72,17 @@ from prometheus_client.process_collector import ProcessCollector
 from ..cycle import OUTCOMES, STAGES, CycleResult
 from ..logs import get_logger
 from ..records import PushAction
+from .metric_format import (NS, KNOWN_CONTENT_TYPES, OPENMETRICS, _encode_each, _Fixed, _gauge,  # noqa: F401
+                            _known_content_types, serving_format)
+from .metric_samples import (ASSOC_HELP, ASSOC_LABELS, ASSOCIATIONS, JOB_LABELS, PRIORITY_FACTORS,  # noqa: F401
+                             TREE_LABELS, _NO_TREE, assoc_labels, association_samples, exported_rows,
+                             priority_samples, tree_labels)
 
-NS = "fairshared"
 
 RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
 
 # Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-ASSOC_LABELS = ("account", "user", "partition")
-TREE_LABELS = (*ASSOC_LABELS, "parent", "depth")
-JOB_LABELS = ("job_id", "user", "account", "partition")
-
-# name -> HELP of the per-association gauges, in output order
-ASSOC_HELP = {
-    "norm_shares": "Normalised shares of the association (sshare NormShares, 0..1).",
-    "usage_raw": "Raw usage charged to the association: decayed billable TRES-seconds "
-                 "(CPU-seconds when TRESBillingWeights is unset; sshare RawUsage, not truncated).",
-    "norm_usage": "Usage normalised to root's usage (sshare NormUsage, 0..1); absent for root.",
-    "effective_usage": "Effective usage of the association (sshare EffectvUsage, 0..1); under Fair Tree "
-                       "and LEVEL_BASED its usage relative to its fair-share parent's.",
-    "level_fs": "LevelFS of the association (sshare LevelFS): shares over usage among its siblings, "
-                "+Inf when unused; absent where sshare prints it blank.",
-    "fairshare": "Fair-share factor of a user association (sshare FairShare, 0..1, higher is better); "
-                 "accounts have no factor and no series.",
-    "rank": "Rank of the user association by fair-share factor, 1 = best (competition ranking: ties share "
-            "the best rank); accounts have no series.",
-}
 
 
 @dataclass(frozen=True)
@@ -162,93 +144,6 @@ class _View:
     assoc_planned: int | None = None  # association priorities the last computing cycle planned
     push_blocked: int | None = None  # assoc_priority: 1 while nothing may be written (CycleResult.blocked)
     taken_back: int = 0  # values of a previous push.mode taken back
-
-
-ASSOCIATIONS = ("all", "accounts", "none")  # metrics.associations
-
-
-class _NoTree:
-    n = 0
-    is_user = np.zeros(0, dtype=bool)
-
-
-_NO_TREE = _NoTree()
-
-
-def exported_rows(tree, which: str = "all"):
-    """Which associations get per-association series: all, the accounts only (no user rows: a tree
-    of 100,000 associations is ~95 % users), or none."""
-    if which == "all":
-        return range(tree.n)
-    if which == "accounts":
-        return np.flatnonzero(~np.asarray(tree.is_user, dtype=bool)).tolist()
-    if which == "none":
-        return []
-    raise ValueError(f"metrics.associations: {which!r} is not one of {', '.join(ASSOCIATIONS)}")
-
-
-def tree_labels(tree, which: str = "all") -> tuple[tuple[str, ...], ...]:
-    """(account, user, partition, parent, depth) of every association, in tree order.
-
-    The first three are labelled as in the per-association series (so the two join); parent is the
-    direct parent account's name (an account's own for a user association), "" for root; depth
-    counts from root = 0.
-    """
-    depth = tree.depth
-    labels = assoc_labels(tree)
-    return tuple((*labels[i], tree.parent_name(i) or "", str(int(depth[i]))) for i in exported_rows(tree, which))
-
-
-def assoc_labels(tree) -> list[tuple[str, str, str]]:
-    """(account, user, partition) of every association as the series label them ("" for None)."""
-    return [(tree.account[i], tree.user[i] or "", tree.partition[i] or "") for i in range(tree.n)]
-
-
-def association_samples(result, which: str = "all"
-                        ) -> tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...]:
-    """Per-association samples of a Result: NaN rows omitted, fairshare and rank for users only;
-    ``which``: the rows exported (:func:`exported_rows`)."""
-    t = result.tree
-    labels = assoc_labels(t)
-    rows = exported_rows(t, which)
-    is_user = np.asarray(t.is_user, dtype=bool)
-    rated = [i for i in rows if is_user[i] and not math.isnan(float(result.fairshare[i]))]
-    ranks = result.user_ranks()
-    columns = {
-        "norm_shares": result.norm_shares,
-        "usage_raw": t.usage,
-        "norm_usage": result.norm_usage,
-        "effective_usage": result.effective_usage,
-        "level_fs": result.level_fs,
-    }
-    out = []
-    for name, col in columns.items():
-        out.append((name, tuple((labels[i], v) for i in rows if not math.isnan(v := float(col[i])))))
-    out.append(("fairshare", tuple((labels[i], float(result.fairshare[i])) for i in rated)))
-    out.append(("rank", tuple((labels[i], float(ranks[i])) for i in rated)))
-    return tuple(out)
-
-
-PRIORITY_FACTORS = ("age", "assoc", "fairshare", "jobsize", "partition", "qos", "tres", "site", "nice")
-
-
-def priority_samples(priorities, job_ids: set[int]):
-    """Per job and partition: (job_id, labels, total, ((factor, points), ...)) of the jobs in
-    ``job_ids`` (the pending jobs within the metrics.per_job cap), by job id and partition.
-
-    Points are the weighted factors as slurmctld sums them (sprio -l prints them rounded); ``tres``
-    is the sum over the weighted TRES, ``site`` the SiteFactor, ``nice`` the nice (subtracted).
-    """
-    out = []
-    for f in priorities:
-        j = f.job
-        if j.job_id not in job_ids:
-            continue
-        points = {**f.weighted, "tres": float(sum(f.tres_weighted.values())), "site": float(f.site),
-                  "nice": float(f.nice)}
-        out.append((j.job_id, (str(j.job_id), j.user, j.account, f.partition), float(f.priority),
-                    tuple((k, float(points[k])) for k in PRIORITY_FACTORS)))
-    return tuple(sorted(out, key=lambda p: (p[0], p[1][3])))
 
 
 class Metrics:
@@ -603,76 +498,6 @@ class Metrics:
                          [({"account": a}, n) for a, n in sorted(per_account.items())])
             yield _gauge("dropped_job_series", "Pending jobs without fairshared_job_* series because of the "
                          "metrics.per_job cap.", [({}, v.jobs_dropped)])
-
-
-def _known_content_types() -> frozenset[str]:
-    """Every content type prometheus-client's negotiation gives for the versions and escapings it
-    knows.  choose_encoder() copies an OpenMetrics ``version=`` from the Accept header into the
-    type, so ``version=1.0.01``, ``1.0.02``, ... would each be a format of its own: each formatted
-    anew (a second of CPU at 50k jobs) and cached (11 MB).  Anything else gets the text format."""
-    types = {choose_encoder("")[1], choose_encoder("application/openmetrics-text")[1]}
-    for kind, versions in (("application/openmetrics-text", ("1.0.0", "2.0.0")), ("text/plain", ("1.0.0",))):
-        for version in versions:
-            for escaping in ("underscores", "allow-utf-8", "dots", "values"):
-                types.add(choose_encoder(f"{kind};version={version};escaping={escaping}")[1])
-    return frozenset(types)
-
-
-KNOWN_CONTENT_TYPES = _known_content_types()
-OPENMETRICS = choose_encoder("application/openmetrics-text")  # version 1.0.0, escaping=underscores
-
-
-def serving_format(accept: str | None) -> tuple:
-    """(encoder, content type) for an ``Accept`` header: OpenMetrics 1.0.0 when prometheus-client's
-    negotiation picks a known OpenMetrics type, else the text format 0.0.4.  Its 14 known types
-    (versions × name escapings) were each formatted and cached per cycle (187 distinct headers: 12
-    formattings of 72 MB in one cycle); fairshared's names and label names are all legacy names,
-    which every escaping leaves as they are, so these two say the truth about the bytes for any."""
-    encoder, ctype = choose_encoder(accept or "")
-    if ctype in KNOWN_CONTENT_TYPES and ctype.startswith("application/openmetrics-text"):
-        return OPENMETRICS
-    return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
-
-
-def _gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeMetricFamily:
-    samples = list(samples)
-    keys = list(samples[0][0]) if samples else []
-    g = GaugeMetricFamily(f"{NS}_{name}", doc, labels=keys)
-    for labels, value in samples:
-        g.add_metric([labels[k] for k in keys], value)
-    return g
-
-
-_EOF = b"# EOF\n"
-
-
-def _encode_each(encoder, families: Iterable[Metric]) -> bytes:
-    """``encoder`` over all ``families``, one family at a time: the same bytes as one call over
-    them all (an OpenMetrics ``# EOF`` once, at the end), while only one family's lines exist as
-    strings at a time.  One call builds every line of every family before joining them: at
-    100,000 associations and jobs (93 MB of text) that held ~140 MB of line strings beside the
-    joined text and its encoding (``benchmarks/metrics_scale.py`` prints the peak)."""
-    parts = []
-    eof = False
-    for family in families:
-        part = encoder(_Fixed((family,)))
-        if part.endswith(_EOF):
-            part, eof = part[:-len(_EOF)], True
-        parts.append(part)
-    if eof or not parts:
-        tail = encoder(_Fixed(()))  # what the format ends with when there is nothing (OpenMetrics: # EOF)
-        parts.append(tail)
-    return b"".join(parts)
-
-
-class _Fixed:
-    """A collector over families already built (generate_latest() only calls collect())."""
-
-    def __init__(self, families: Iterable[Metric]):
-        self.families = families
-
-    def collect(self):
-        return self.families
 
 
 class _HttpClosed:
