@@ -91,3 +91,15 @@ def associations(fixture: dict, order=None) -> list[Association]:
         out.append(Association(account=a["account"], user=a["user"], parent=a["parent"], shares=shares,
                                usage=usage, order=None if order is None else order(i)))
     return out
+
+
+# two accounts, four users (one on a partition of its own), for the history's and the metrics' tests
+TWO_ACCOUNTS = [
+    Association("root", None, None, 1, None),
+    Association("a", None, "root", 3, None),
+    Association("a", "u1", "a", 1, 100.0),
+    Association("a", "u2", "a", 1, 0.0),
+    Association("b", None, "root", 1, None),
+    Association("b", "u3", "b", 1, 0.0),
+    Association("b", "u4", "b", 1, 50.0, partition="gpu"),
+]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from samples import TWO_ACCOUNTS
 from structlog.testing import capture_logs
 
 from fairshared.cycle import CycleResult
@@ -23,22 +24,13 @@ from fairshared.engine import compute
 from fairshared.history import HistoryCollector, HistoryStore, HistoryUnavailable, schema
 from fairshared.history.query import coverage
 from fairshared.history.rows import DAY, HOUR, cycle_rows
-from fairshared.model import Association as A
 from fairshared.model import Job, Snapshot
 
 T0 = 1_700_006_400  # a UTC midnight (2023-11-15 00:00)
 PERIOD = 300
 KEEP = {"cycle": DAY, "hour": 3 * DAY, "day": 10 * DAY}
 
-TREE = [
-    A("root", None, None, 1, None),
-    A("a", None, "root", 3, None),
-    A("a", "u1", "a", 1, 100.0),
-    A("a", "u2", "a", 1, 0.0),
-    A("b", None, "root", 1, None),
-    A("b", "u3", "b", 1, 0.0),
-    A("b", "u4", "b", 1, 50.0, partition="gpu"),
-]
+TREE = TWO_ACCOUNTS  # tests/samples.py
 
 
 def store(tmp_path: Path, keep=KEEP, name="history.sqlite") -> HistoryStore:

@@ -20,34 +20,25 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import prometheus_tools
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from samples import TWO_ACCOUNTS
 
 from fairshared.cycle import OUTCOMES, STAGES, CycleResult
 from fairshared.engine import compute
-from fairshared.model import Association as A
+from fairshared.history.health import Health, HistoryCollector
 from fairshared.model import Job, Snapshot
 from fairshared.records import PushAction, Role
-from fairshared.history.health import Health, HistoryCollector
 from fairshared.sinks.metrics import Metrics
-
-import prometheus_tools
 
 REPO = Path(__file__).resolve().parent.parent
 ALERTS = REPO / "deploy" / "prometheus" / "fairshared-alerts.yml"
 PROM_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "fairshared-dashboard.json"
 
-TREE = [
-    A("root", None, None, 1, None),
-    A("a", None, "root", 3, None),
-    A("a", "u1", "a", 1, 100.0),
-    A("a", "u2", "a", 1, 0.0),
-    A("b", None, "root", 1, None),
-    A("b", "u3", "b", 1, 0.0),
-    A("b", "u4", "b", 1, 50.0, partition="gpu"),
-]
+TREE = TWO_ACCOUNTS  # tests/samples.py
 # Fair Tree by hand: LevelFS a = 0.75 / (100/150) = 1.125 > b = 0.25 / (50/150) = 0.75, so a's
 # users come first; unused users (LevelFS +Inf) lead their account.  F = (n - rank + 1) / n.
 FAIRSHARE = {("a", "u2", ""): 1.0, ("a", "u1", ""): 0.75, ("b", "u3", ""): 0.5, ("b", "u4", "gpu"): 0.25}
@@ -1009,11 +1000,12 @@ def test_real_prometheus_scrapes_our_series(prometheus_server):
 
 def priority_cycle(tmp_path, monkeypatch, **push):
     """A dry-run push.mode priority cycle of test_explain_compare's snapshot, at its time."""
+    from samples import NOW, snapshot_doc
+
     import fairshared.daemon.runner as runner_mod
-    from fairshared.inputs.priority_snapshot import inputs_from_dict
     from fairshared.daemon.config import config_from_dict
     from fairshared.daemon.runner import Runner
-    from samples import NOW, snapshot_doc
+    from fairshared.inputs.priority_snapshot import inputs_from_dict
 
     class Details:
         name = "snapshot"

@@ -22,9 +22,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-
 from daemon_proc import Daemon, write_config
+from prometheus_client.parser import text_string_to_metric_families
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 PACKAGES = ["chromium", "chromium-driver"]
@@ -109,6 +108,15 @@ def demo(tmp_path_factory):
     d.stop()
 
 
+def synthetic_daemon(tmp: Path, cfg: Path, tree: str):
+    """A daemon on tests/big_tree_daemon.py's synthetic tree ``tree``, after its first cycle."""
+    d = Daemon(tmp, str(cfg), tree, command=[sys.executable, str(Path(__file__).with_name("big_tree_daemon.py"))])
+    d.wait_ready(60)
+    d.wait_cycle(1, 120)
+    yield d
+    d.stop()
+
+
 def screenshot(driver, name: str, show: str | None = None) -> Path:
     """Save the window as NAME.png in the test's tmp dir, scrolled to the element ``show`` (CSS)."""
     if show:
@@ -179,8 +187,8 @@ def test_the_page_loads_without_console_errors_and_draws_the_tree(browser, demo)
 
 
 def test_the_tree_zooms_by_keyboard_and_back(browser, demo):
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     open_page(browser, demo.url + "/")
@@ -379,12 +387,7 @@ def big(tmp_path_factory):
     # per-user series at 100,000 associations would be a 100 MB scrape: accounts only (README)
     cfg = write_config(tmp / "fs.toml", f'[metrics]\nassociations = "accounts"\n[schedule]\nperiod = 3600\n'
                                         f'[state]\ndirectory = "{tmp}/state"\n')
-    d = Daemon(tmp, str(cfg), str(BIG),
-               command=[sys.executable, str(Path(__file__).with_name("big_tree_daemon.py"))])
-    d.wait_ready(60)
-    d.wait_cycle(1, 120)
-    yield d
-    d.stop()
+    yield from synthetic_daemon(tmp, cfg, str(BIG))
 
 
 def test_a_tree_of_100000_associations_shows_its_first_view_within_2_s(browser, big):
@@ -409,12 +412,7 @@ def test_a_tree_of_100000_associations_shows_its_first_view_within_2_s(browser, 
 def wide(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wide")
     cfg = write_config(tmp / "fs.toml", f'[schedule]\nperiod = 3600\n[state]\ndirectory = "{tmp}/state"\n')
-    d = Daemon(tmp, str(cfg), "flat3000",
-               command=[sys.executable, str(Path(__file__).with_name("big_tree_daemon.py"))])
-    d.wait_ready(60)
-    d.wait_cycle(1, 120)
-    yield d
-    d.stop()
+    yield from synthetic_daemon(tmp, cfg, "flat3000")
 
 
 def test_more_children_than_a_page_are_paged_through(browser, wide):
