@@ -19,6 +19,11 @@ IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "job
            "partition": "partition", "qos": "QOS"}
 
 
+def find_job(jobs, ref: str):
+    """The pending job ``ref`` names, by job id or display id (``123_4``, an array task), or None."""
+    return next((j for j in jobs if str(j.job_id) == ref or (j.display_id and j.display_id == ref)), None)
+
+
 def duration(seconds: int) -> str:
     """``93784`` → ``1 d 2 h 3 min`` (seconds only below a day)."""
     seconds = int(seconds)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .engine.ranks import assoc_index, fairshare_of, job_assoc
 from .engine.result import Result
-from .explain_common import queue_entries, why
+from .explain_common import find_job, queue_entries, why
 from .model import InputError, Job, Snapshot
 from .priority import Factors, PriorityParams, job_priority
 from .priority_sprio import listed_by_sprio
@@ -97,7 +97,7 @@ def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str
     and ``pi`` then needs to hold only the job itself).  ``index``: the associations by key, as
     :func:`~fairshared.engine.ranks.assoc_index` gives them (built here when None: ~0.1 s at 100,000)."""
     params = PriorityParams.from_settings(pi.settings)
-    job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
+    job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     index = assoc_index(result) if index is None else index

@@ -33,6 +33,7 @@ from .engine import fair_tree, level_based
 # job_assoc/assoc_index: where they live today (a command module); they belong beside Result
 from .engine.ranks import assoc_index, job_assoc
 from .engine.result import Result
+from .explain_common import find_job
 from .model import ClusterInfo, InputError, Job
 from .priority import PriorityParams
 from .priority_sprio import SprioRow, listed_by_sprio, sprio_rows
@@ -62,7 +63,7 @@ def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = F
     Raises :class:`InputError` naming ``ref`` when it is neither, or when USER alone is in several
     accounts.
     """
-    job = next((j for j in jobs if str(j.job_id) == ref or (j.display_id and j.display_id == ref)), None)
+    job = find_job(jobs, ref)
     tree = result.tree
     if job is not None:
         i = job_assoc(job, assoc_index(result) if index is None else index)

@@ -16,7 +16,7 @@ from ..engine import ALGORITHMS, Params, build_tree
 from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
-from ..explain_common import duration, queue_entries, utc, why
+from ..explain_common import duration, find_job, queue_entries, utc, why
 from ..explain_json import explain_data
 from ..model import InputError, Job, Snapshot
 from ..priority import PriorityParams, job_priority, ordered_partitions
@@ -72,7 +72,7 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
     tree = build_tree(pi.associations)
     result = run_engine(pi, algorithm, engine, tree)
     params = PriorityParams.from_settings(pi.settings)
-    job = next((j for j in pi.jobs if str(j.job_id) == job_ref or j.display_id == job_ref), None)
+    job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     fs = fairshare_of(result)(job)
@@ -303,7 +303,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     now, when = evaluation_time(args.at, pi, live(args), clock_for(args))
     algorithm, engine = decide(pi.settings, algorithm=args.algorithm)
     save_if_asked(args, pi, now)
-    if args.demo and not any(str(j.job_id) == args.job or j.display_id == args.job for j in pi.jobs):
+    if args.demo and find_job(pi.jobs, args.job) is None:
         raise InputError(not_in_demo_queue(args.job, pi, now))
     if args.format == "json":
         result = run_engine(pi, algorithm, engine)

@@ -38,7 +38,7 @@ from ..logs import get_logger
 from . import rollup, schema
 from .health import Health
 from .query import read_series
-from .rows import DAY, HOUR, cycle_rows
+from .rows import DAY, cycle_rows
 
 __all__ = ["HistoryStore", "HistoryUnavailable"]
 
@@ -64,6 +64,15 @@ def reason_of(exc: BaseException) -> str:
 
 RESERVE = 64 * 1024 * 1024  # history.reserve_mb's default, in bytes
 ROW_BYTES = 256  # at most what one association's row adds to the file in one write (rows, index, WAL)
+
+
+def _close_quietly(con: sqlite3.Connection | None) -> None:
+    """Close ``con`` if open; a connection to a damaged or vanished file may fail to: it is gone either way."""
+    if con is not None:
+        try:
+            con.close()
+        except sqlite3.Error:
+            pass
 
 
 class HistoryStore:
@@ -174,11 +183,7 @@ class HistoryStore:
         self._ids = known
 
     def _close_writer(self) -> None:
-        if self._writer is not None:
-            try:
-                self._writer.close()
-            except sqlite3.Error:
-                pass
+        _close_quietly(self._writer)
         self._writer, self._ids = None, {}
 
     def _start_afresh(self, exc: BaseException) -> bool:
@@ -262,11 +267,7 @@ class HistoryStore:
         return self._reader
 
     def _drop_reader(self) -> None:
-        if self._reader is not None:
-            try:
-                self._reader.close()
-            except sqlite3.Error:
-                pass
+        _close_quietly(self._reader)
         self._reader = None
 
     def close(self) -> None:
