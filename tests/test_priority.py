@@ -16,7 +16,7 @@ from fairshared import priority as P
 from fairshared import priority_sprio as S
 from fairshared.model import ClusterInfo, InputError, Job, PartitionInfo
 from fairshared.priority import PriorityParams
-from fairshared.settings import ClusterSettings
+from fairshared.settings import ClusterSettings, slurm_priority_flags
 from fairshared.slurm.tres import parse_tres_weights
 from fairshared.slurm.units import INFINITE
 
@@ -48,11 +48,11 @@ def job(**kw) -> Job:
 
 
 def test_flags_are_substring_matches_and_no_normal_all_means_four():
-    assert P.parse_priority_flags("NO_NORMAL_ALL") == frozenset(P.NO_NORMAL)
-    assert P.parse_priority_flags(["no_normal_part", "ACCRUE_ALWAYS"]) == {"NO_NORMAL_PART", "ACCRUE_ALWAYS"}
+    assert slurm_priority_flags("NO_NORMAL_ALL") == frozenset(P.NO_NORMAL)
+    assert slurm_priority_flags(["no_normal_part", "ACCRUE_ALWAYS"]) == {"NO_NORMAL_PART", "ACCRUE_ALWAYS"}
     # DEPTH_OBLIVIOUS turns Fair Tree off too (read_config.c)
-    assert "NO_FAIR_TREE" in P.parse_priority_flags("DEPTH_OBLIVIOUS")
-    assert P.parse_priority_flags("") == frozenset()
+    assert "NO_FAIR_TREE" in slurm_priority_flags("DEPTH_OBLIVIOUS")
+    assert slurm_priority_flags("") == frozenset()
 
 
 def test_tres_weights_with_units():
@@ -124,7 +124,7 @@ def test_jobsize_favor_large_small_and_relative_to_time():
 def test_partition_qos_assoc_factors_normalised_or_raw():
     assert P.partition_factor(DEBUG, CLUSTER, WEIGHTS) == 0.1  # 1 / max(1, 10)
     assert P.partition_factor(HIGH, CLUSTER, WEIGHTS) == 1.0
-    raw = PriorityParams(flags=P.parse_priority_flags("NO_NORMAL_ALL"))
+    raw = PriorityParams(flags=slurm_priority_flags("NO_NORMAL_ALL"))
     assert P.partition_factor(HIGH, CLUSTER, raw) == 10.0
     assert P.partition_factor(PartitionInfo("zero", priority_job_factor=0), CLUSTER, WEIGHTS) == 0.0
     assert P.qos_factor("lo", CLUSTER, WEIGHTS) == 0.25  # 10 / 40

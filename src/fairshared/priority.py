@@ -35,7 +35,7 @@ cut SITE and NO_NORMAL_ALL also seen on a live 22.05.8):
   partition factor alone.
 * 22.05's ``scontrol show config`` prints ``NO_NORMAL_ALL`` as soon as *any*
   NO_NORMAL_* flag is set (``priority_flags_string``); see
-  :func:`parse_priority_flags`.
+  :func:`fairshared.settings.slurm_priority_flags`.
 
 Not reproduced (rare): for a multi-partition job sprio re-weights a TRES factor that is 0 in one
 partition but not in the job's current one (``_get_tres_factors`` leaves the copied, already
@@ -68,15 +68,6 @@ FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
 # --- inputs -------------------------------------------------------------------------------------
 
 
-def parse_priority_flags(flags: Iterable[str] | str) -> frozenset[str]:
-    """Slurm's PriorityFlags parsing: :func:`fairshared.settings.slurm_priority_flags`, the one rule.
-
-    Note that 22.05's ``scontrol show config`` prints ``NO_NORMAL_ALL`` when *any* of the four is
-    set, so a flag list read from there cannot tell them apart (the live source re-reads slurm.conf).
-    """
-    return slurm_priority_flags(flags)
-
-
 @dataclass(frozen=True)
 class PriorityParams:
     """Weights and switches from slurm.conf (``scontrol show config``)."""
@@ -90,7 +81,7 @@ class PriorityParams:
     weight_tres: Mapping[str, float] = field(default_factory=dict)  # tres name → weight
     max_age: int = 7 * 86400  # PriorityMaxAge, seconds
     favor_small: bool = False  # PriorityFavorSmall
-    flags: frozenset[str] = frozenset()  # parse_priority_flags()
+    flags: frozenset[str] = frozenset()  # ClusterSettings.flags: slurmctld's reading (slurm_priority_flags)
 
     @classmethod
     def from_settings(cls, s: ClusterSettings) -> PriorityParams:
