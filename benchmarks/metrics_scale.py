@@ -32,7 +32,8 @@ from fairshared.cycle import CycleResult  # noqa: E402
 from fairshared.engine import build_tree, compute  # noqa: E402
 from fairshared.model import Job, Snapshot  # noqa: E402
 from fairshared.records import PushAction  # noqa: E402
-from fairshared.sinks.metrics import Metrics, _encode_each, _Fixed  # noqa: E402
+from fairshared.sinks.metric_format import _encode_each, _Fixed  # noqa: E402
+from fairshared.sinks.metrics import Metrics  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 from synthetic import make_associations  # noqa: E402
 

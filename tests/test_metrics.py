@@ -441,7 +441,7 @@ def test_formatting_family_by_family_gives_the_bytes_of_one_call(metrics):
     be those of prometheus-client's one call over every family, in every format."""
     from prometheus_client.exposition import choose_encoder
 
-    from fairshared.sinks.metrics import _Fixed
+    from fairshared.sinks.metric_format import _Fixed
 
     metrics.publish(cycle(1))
     v = metrics._view

@@ -9,23 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import ClusterInfo, Job
-from .priority import (  # noqa: F401
-    FLOAT_MULT,
-    PRIORITY_MAX,
-    Factors,
-    PriorityParams,
-    _job_partition,
-    job_factors,
-    job_priority,
-    nice_points,
-    ordered_partitions,
-    ordered_qos,
-    partition_factor,
-    site_points,
-    tres_names,
-    wire,
-)
-from .settings import NO_NORMAL, ClusterSettings, slurm_priority_flags  # noqa: F401  (NO_NORMAL: re-exported)
+from .priority import (PriorityParams, job_priority, nice_points, ordered_partitions, partition_factor,
+                       site_points, wire)
 from .slurm.units import NICE_OFFSET
 from .slurm.versions import SPRIO_23_02
 

@@ -45,7 +45,7 @@ from .slurm.tres import parse_billing_weights
 
 log = logging.getLogger("fairshared.usage")
 
-from .usage_clock import (DAY, WEEK, LocalClock, _c_wday, _first_of_next, calendar_reset,  # noqa: F401  (re-exported)
+from .usage_clock import (DAY, WEEK, LocalClock, calendar_reset,  # noqa: F401  (tests import the last two here)
                           slurm_next_reset)
 
 MODELS = ("slurm", "exact")

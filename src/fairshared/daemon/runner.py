@@ -28,10 +28,9 @@ from ..sinks.base import AssocWriter, JobUpdater
 from ..sources.base import Source
 from ..sources.controller import ControllerCheck
 from .config import Config
-from .cycle_rules import (DEFAULT_WEIGHT, PUSH_BATCH, PUSH_SHARE, RATE_LIMIT_SHARE,  # noqa: F401
-                          algorithm_for, check_snapshot_shape, counts_fairshare_twice, period_for,
-                          weight_for)
-from .runner_assoc import AssocPush, apply_takeback  # noqa: F401  (apply_takeback: undo's)
+from .cycle_rules import (algorithm_for, check_snapshot_shape, counts_fairshare_twice,  # noqa: F401
+                          period_for, weight_for)  # (re-exported: the service, standing and tests read them here)
+from .runner_assoc import AssocPush
 from .runner_push import JobPush
 from .runner_record import CycleRecord
 

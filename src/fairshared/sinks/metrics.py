@@ -72,11 +72,9 @@ from prometheus_client.process_collector import ProcessCollector
 from ..cycle import OUTCOMES, STAGES, CycleResult
 from ..logs import get_logger
 from ..records import PushAction
-from .metric_format import (NS, KNOWN_CONTENT_TYPES, OPENMETRICS, _encode_each, _Fixed, _gauge,  # noqa: F401
-                            _known_content_types, serving_format)
-from .metric_samples import (ASSOC_HELP, ASSOC_LABELS, ASSOCIATIONS, JOB_LABELS, PRIORITY_FACTORS,  # noqa: F401
-                             TREE_LABELS, _NO_TREE, assoc_labels, association_samples, exported_rows,
-                             priority_samples, tree_labels)
+from .metric_format import NS, _encode_each, _gauge, serving_format
+from .metric_samples import (ASSOC_HELP, ASSOC_LABELS, JOB_LABELS, TREE_LABELS, _NO_TREE, association_samples,
+                             exported_rows, priority_samples, tree_labels)
 
 
 RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
