@@ -13,6 +13,7 @@ from ..records import JobGone, PushError
 from ..takeback import plan_takeback
 from ..sinks.base import AssocWriter, JobUpdater
 from .cycle_rules import PUSH_BATCH, weight_for
+from .runner_shared import RunnerShared
 
 
 def apply_takeback(tb, updater: JobUpdater, writer: AssocWriter | None, cluster: str | None
@@ -39,7 +40,7 @@ def apply_takeback(tb, updater: JobUpdater, writer: AssocWriter | None, cluster:
     return failed_jobs, failed_assocs, errors
 
 
-class AssocPush:
+class AssocPush(RunnerShared):
     """Runner methods for association priorities and the way back."""
 
     def _assoc_writer(self) -> AssocWriter:

@@ -13,9 +13,10 @@ from ..plan import within_budget
 from ..push_modes import Planned, PushMode
 from ..records import JobGone
 from .cycle_rules import PUSH_BATCH, PUSH_SHARE, RATE_LIMIT_SHARE, period_for
+from .runner_shared import RunnerShared
 
 
-class JobPush:
+class JobPush(RunnerShared):
     """Runner methods that push planned job updates."""
 
     def push_rate(self, snap: Snapshot) -> tuple[float, int, str] | None:
