@@ -51,6 +51,7 @@ class AssocPush(RunnerShared):
     def _plan_assocs(self, res: CycleResult, snap: Snapshot, rows):
         """Plan push mode assoc_priority; ``res.blocked`` says why nothing may be written."""
         cfg = self.config
+        assert res.result is not None  # planned right after the cycle's compute, which set it
         plan = plan_assocs(rows, res.result, snap.jobs, self.state if self.state.mode == cfg.push.mode
                            else PushState(cfg.push.mode), weight=weight_for(cfg, snap),
                            levels=cfg.push.levels, take_over=cfg.push.take_over)
@@ -66,6 +67,8 @@ class AssocPush(RunnerShared):
         pending jobs first), checking between requests that this daemon's slurmctld is in control."""
         if not self._still_active(res, 0, len(res.assoc_actions)):
             return
+        assert res.snapshot is not None  # a push follows a complete pull
+        cluster = res.snapshot.cluster
         ahead = write_ahead(self.state, res.assoc_actions, plan.state)
         if not self._save_state(ahead):
             res.outcome = "push_failed"
@@ -82,7 +85,7 @@ class AssocPush(RunnerShared):
                     break
             ids = [a.id for a in group]
             try:
-                self._assoc_writer().write(res.snapshot.cluster, ids, value)
+                self._assoc_writer().write(cluster, ids, value)
                 res.assoc_written += len(ids)
             except PushError as exc:
                 failed.update(ids)
