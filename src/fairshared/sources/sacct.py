@@ -89,8 +89,8 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
         if len(parts) != n:
             if not line.strip():
                 continue
-            jid = parts[0] if parts else f"at line {lineno}"
-            bad.append(BadRecord(jid, f"{where}: line {lineno} has {len(parts)} fields, expected {n}"))
+            bad.append(BadRecord(parts[0] if parts else f"at line {lineno}",
+                                 f"{where}: line {lineno} has {len(parts)} fields, expected {n}"))
             continue
         jid_s, account, user, part, qos, start_s, end_s, _state, tres_s = parts
         jid = _job_id(jid_s)
