@@ -22,7 +22,7 @@ def assoc_index(result: Result) -> dict[tuple, int]:
     return {t.key(i): i for i in range(t.n)}
 
 
-def job_assoc(job: Job, index: dict[tuple, int]) -> int | None:
+def job_assoc(job: Job, index: Mapping[tuple, int]) -> int | None:
     """The job's association: (account, user, partition) if such a per-partition one exists, else (account, user)."""
     for part in job.partitions:
         i = index.get((job.account, job.user, part))
