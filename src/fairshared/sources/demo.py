@@ -31,6 +31,7 @@ from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Shares
 from ..records import AssocPriority
 from ..settings import ClusterSettings
 from ..usage import UsagePolicy
+from .base import Source
 
 # (account, user, parent account, shares) in sibling order; a user row's parent is its account
 TREE: list[tuple[str, str | None, str | None, Shares]] = [
@@ -289,7 +290,7 @@ class DemoCluster:
         return {j.job_id: j for j in self.inputs().jobs}
 
 
-class DemoSource:
+class DemoSource(Source):
     name = "demo"
     reads_details = True
 

@@ -81,6 +81,7 @@ from ..records import SourceError
 from ..settings import ClusterSettings
 from ..slurm.config import rate_limit
 from ..slurm.tres import tres_weight
+from .base import ReadsJobRecords, Source, UsesCommandLine
 
 UsageKey = tuple[str, "str | None", "str | None"]
 
@@ -243,7 +244,7 @@ def _params_text(params) -> str:
 # --- the source ----------------------------------------------------------------------------------
 
 
-class PyslurmSource:
+class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
     """The pyslurm source.
 
     ``usage`` supplies raw usage per (account, user, partition) (default:
