@@ -90,7 +90,7 @@ class JobTable:
 
     def job(self, row: int) -> Job:
         """The job of ``row``, rebuilt equal to the one the table was built from."""
-        # Job's fields by name, each of its own type (int, str, bool, a TRES mapping), as the columns kept them
+        # Job's fields by name, each of its own type (int, str, bool, a TRES mapping) as the columns kept it
         kw: dict[str, Any] = {name: (None if (v := int(col[row])) == _NONE else v)
                               for name, col in self.ints.items()}
         for name, col in self.codes.items():

@@ -205,7 +205,7 @@ class Runner(AssocPush, JobPush, CycleRecord):
         that raised leaves the push state as a restart would find it (its write-ahead, on disk)."""
         res = self._current
         if res is None or res.number != self.number:
-            # raised before the cycle's record existed: the algorithm is not known ("", as after a failed pull)
+            # raised before the cycle's record existed: no algorithm known ("", as after a failed pull)
             res = CycleResult(number=self.number, started=time.time(), algorithm="", source=self.source.name,
                               push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)
         pushing = (res.actions or res.assoc_actions or res.taken_back) and not res.dry_run

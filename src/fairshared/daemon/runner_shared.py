@@ -2,7 +2,7 @@
 the methods one part calls on another.  Each part (``runner_record.CycleRecord``,
 ``runner_push.JobPush``, ``runner_assoc.AssocPush``) subclasses :class:`RunnerShared`, so a type
 checker reads every ``self.x`` a part uses against one declaration, and ``Runner`` (which has them
-all) is checked to implement each method declared here (an abstract method not implemented makes ``Runner()`` fail).
+all) must implement each method declared here: an abstract one left out makes ``Runner()`` fail.
 
 A class with annotations rather than a ``Protocol``: mypy cannot type an attribute of an explicit
 Protocol subclass that the subclass assigns ("Cannot determine type"), and the parts assign
@@ -10,8 +10,8 @@ Protocol subclass that the subclass assigns ("Cannot determine type"), and the p
 
 from __future__ import annotations
 
-from pathlib import Path
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Callable
 
 from structlog.typing import FilteringBoundLogger

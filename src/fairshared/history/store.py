@@ -230,7 +230,8 @@ class HistoryStore:
 
     def _sizes(self) -> tuple[dict[str, int], int]:
         """Rows per resolution and the bytes on disk, right after a write (its connection still open)."""
-        rows = dict(self._connection().execute("SELECT substr(name, 6), value FROM meta WHERE name LIKE 'rows_%'"))
+        con = self._connection()
+        rows = dict(con.execute("SELECT substr(name, 6), value FROM meta WHERE name LIKE 'rows_%'"))
         size = 0
         for side in ("", "-wal"):
             try:
