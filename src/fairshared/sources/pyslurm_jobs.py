@@ -144,10 +144,11 @@ class PyslurmJobs:
     overlap: float = 300.0
     chunk: int = 500
     cluster: str | None = None
-    state: IncrementalJobs = field(init=False)  # made from ``overlap`` (__post_init__)
+    state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
 
-    def __post_init__(self) -> None:
-        self.state = IncrementalJobs(overlap=self.overlap)
+    def __post_init__(self):
+        if self.state is None:
+            self.state = IncrementalJobs(overlap=self.overlap)
 
     def _module(self):
         if self.pyslurm is None:

@@ -189,11 +189,12 @@ class SacctJobs:
     run: Callable[[list[str]], str]
     overlap: float = 300.0
     chunk: int = 500  # job ids per ``sacct -j`` re-read
-    state: IncrementalJobs = field(init=False)  # made from ``overlap`` (__post_init__)
+    state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
     qos_factors: dict[str, float] | None = None
 
-    def __post_init__(self) -> None:
-        self.state = IncrementalJobs(overlap=self.overlap)
+    def __post_init__(self):
+        if self.state is None:
+            self.state = IncrementalJobs(overlap=self.overlap)
 
     def qos_usage_factors(self) -> dict[str, float]:
         argv = ["sacctmgr", "-nP", "show", "qos", "format=name,usagefactor"]
