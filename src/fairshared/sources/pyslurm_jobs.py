@@ -144,6 +144,7 @@ class PyslurmJobs:
     overlap: float = 300.0
     chunk: int = 500
     cluster: str | None = None
+    # None: made from ``overlap`` (__post_init__); tests hand one in
     state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self):

@@ -189,6 +189,7 @@ class SacctJobs:
     run: Callable[[list[str]], str]
     overlap: float = 300.0
     chunk: int = 500  # job ids per ``sacct -j`` re-read
+    # None: made from ``overlap`` (__post_init__); tests hand one in
     state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
     qos_factors: dict[str, float] | None = None
 
