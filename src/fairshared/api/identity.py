@@ -166,7 +166,8 @@ def scope_for(view: View, caller: Caller) -> Scope:
     jobs_of = caller.user if "jobs" in private else None
     if not private & ROW_FLAGS:
         return Scope(None, jobs_of, tuple(sorted(private)))
-    own = view.users.rows(caller.user)
+    # a caller is an admin or a named user (identify): a nameless one would own nothing and see no row
+    own = view.users.rows(caller.user or "")
     visible = np.zeros(view.n, dtype=bool)
     for i in own.tolist():  # the caller's associations and every account above them
         visible[view.path(i)] = True

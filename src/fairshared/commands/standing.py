@@ -163,7 +163,7 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     # the daemon's choice (its [algorithm] section, else the cluster's PriorityFlags): the same figures
     algorithm, params = algorithm_for(load_config(args.config), snap)
     keeper = ViewKeeper(engine_params=lambda _snap: params)
-    keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source,
+    keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source or "",
                                push_mode="off", dry_run=True, snapshot=snap,
                                result=run_engine(snap, algorithm, params)))
     code, obj = Api(keeper, clock=lambda: now).answer(
@@ -174,8 +174,8 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
              else "Slurm's commands")
     if code == 404:  # the API's "in the last cycle" is the daemon's; here it is what was just read
         raise InputError(f"no association and no pending job of user {user!r} in {where}")
-    if code != 200:
-        raise InputError(obj["error"])
+    if code != 200 or not isinstance(obj, dict):  # the API answers a dict (bytes only for openapi.json)
+        raise InputError(obj["error"] if isinstance(obj, dict) else f"HTTP {code}")
     return obj, f"computed here from {where}, evaluated at {when}"
 
 
