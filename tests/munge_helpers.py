@@ -121,3 +121,11 @@ def start_munged(name: str) -> Munged:
         pytest.fail(f"munged did not start: {done.stderr.strip()} {tail}")
     pid = int((top / "run" / "munged.pid").read_text())
     return Munged(top, socket, pid)
+
+
+@pytest.fixture(scope="module")
+def munged():
+    """A private munged for the module's tests (import this fixture into a test module)."""
+    m = start_munged("munge")
+    yield m
+    m.stop()
