@@ -215,6 +215,11 @@ def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
     assert b"".join(body) == b""
     assert seen == [("301 Moved Permanently",
                      {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]
+    # Passenger's way (tests/test_ondemand_pun.py): PATH_INFO "/" for the bare prefix, REQUEST_URI tells
+    body = app({"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/pun/sys/fairshared", "PATH_INFO": "/",
+                "REQUEST_URI": "/pun/sys/fairshared?user=alice", "QUERY_STRING": "user=alice"},
+               lambda status, headers: seen.append((status, dict(headers))))
+    assert b"".join(body) == b"" and seen[-1] == seen[0]
 
 
 # -- in front of the real demo daemon, which believes 127.0.0.1's header ------------------------------

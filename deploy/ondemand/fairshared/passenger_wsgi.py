@@ -111,6 +111,15 @@ def credential(path_query, socket=None, timeout=10.0):
     return done.stdout.decode("ascii", "replace").strip()
 
 
+def at_bare_prefix(environ):
+    """Whether the browser asked for the app's own address without its slash.  Passenger gives the app
+    PATH_INFO ``/`` for ``/pun/sys/fairshared`` as for ``/pun/sys/fairshared/`` (seen in
+    tests/test_ondemand_pun.py), so the request's own URI tells them apart."""
+    script = environ.get("SCRIPT_NAME", "")
+    raw = environ.get("REQUEST_URI", "").split("?", 1)[0]
+    return bool(script) and urllib.parse.unquote(raw) == script
+
+
 def _answer(start_response, status, text):
     body = (text + "\n").encode()
     start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
@@ -141,7 +150,7 @@ def make_app(config=None, user=None):
             start_response("405 Method Not Allowed", [("Allow", ", ".join(METHODS)),
                                                       ("Content-Length", "0")])
             return [b""]
-        if not environ.get("PATH_INFO"):
+        if not environ.get("PATH_INFO") or at_bare_prefix(environ):
             # the dashboard links to /pun/sys/fairshared: the page's relative links (static/app.js,
             # api/v1/...) need the slash to resolve under the app and not beside it
             query = environ.get("QUERY_STRING", "")
