@@ -329,4 +329,5 @@ def test_the_example_files_agree_the_daemons_config_loads_and_the_app_finds_its_
     cfg = load_config(here / "fairshared.toml")
     app = load_app_module().settings({}, str(here / "env"))
     assert app == {"FAIRSHARED_URL": f"http://{cfg.http.listen}"}  # the commented keys stay defaults
-    assert cfg.http.proxies and cfg.http.user_header == "X-Forwarded-User" and cfg.http.token_file
+    # MUNGE by default: no proxy is trusted, the token stays the admin's
+    assert cfg.http.munge and not cfg.http.proxies and cfg.http.token_file
