@@ -8,9 +8,9 @@ direct``, one instance per app, and ``pun_custom_env`` as the server's own envir
 ships Passenger 6.0.17 with Apache's module (libapache2-mod-passenger) and no module for nginx (its
 Standalone's nginx engine is compiled or downloaded on first use, which no machine here may do), so
 this PUN is Apache httpd with mod_passenger, the same Passenger core and WSGI loader, run as the user
-with the same settings in Apache's words.  The packages (apache2, libapache2-mod-passenger, munge)
-are installed with apt-get under CI=true (as the browser tests install chromium); otherwise missing
-ones skip with a one-line reason.
+with the same settings in Apache's words.  The packages (apache2-bin and libapache2-mod-passenger,
+not apache2: no system service to start; munge) are installed with apt-get under CI=true (as the
+browser tests install chromium); otherwise missing ones skip with a one-line reason.
 
 The user is ``lee`` (the demo tree's imaging/lee), made with ``useradd --system`` when absent and
 removed afterwards.  The app is copied to a directory of its own (as the README installs it); the
@@ -41,7 +41,7 @@ from munge_helpers import apt_install, munged, unavailable  # noqa: F401  (munge
 APP_DIR = Path(__file__).resolve().parent.parent / "deploy" / "ondemand" / "fairshared"
 APACHE = "/usr/sbin/apache2"
 MODULES = Path("/usr/lib/apache2/modules")
-PACKAGES = ["apache2", "libapache2-mod-passenger"]
+PACKAGES = ["apache2-bin", "libapache2-mod-passenger"]  # the server and module, no service to start
 USER = "lee"  # imaging/lee in the demo tree
 PREFIX = "/pun/sys/fairshared"
 PRIVATE = ("usage", "jobs")
