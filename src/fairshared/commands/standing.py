@@ -4,7 +4,8 @@ Two ways to the same answer: the running daemon's ``GET /api/v1/users/{user}`` (
 the same standing computed here with the engine from what the usual sources read (``--demo``, a
 snapshot, the live cluster through Slurm's commands).  Both give the API's object (docs/api-v1.md),
 printed by :func:`fairshared.commands.standing_text.standing_text` or, with ``--format json``, as it
-is.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
+is.  The daemon is asked with its token when there is one, else with a MUNGE credential of this
+process's uid (api/munge.py), so a user on a login node gets their own view, PrivateData applied.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
 nothing answers there or it does not answer this caller (401, 403, 503), the live cluster is read here.
 """
 

@@ -214,7 +214,7 @@ class HttpConfig(_Strict):
     `fairshared standing` and the Open OnDemand app send one.  Costs nothing for requests without
     the header; with it, one `unmunge` (~5 ms, at most 2 at once).  Where munged does not run, such a
     request is answered 503 naming why; false: 401."""
-    munge_socket: str | None = Field(None, min_length=1)
+    munge_socket: str | None = None
     """munged's socket (`unmunge --socket`); default: unmunge's own, /run/munge/munge.socket.2 (Slurm's
     AuthInfo=socket=... names another one; use the same here)."""
     explain_jobs: bool = False
@@ -230,6 +230,13 @@ class HttpConfig(_Strict):
                 ipaddress.ip_network(text.strip(), strict=False)
             except ValueError:
                 raise ValueError(f"{text!r} is not an IP address or network") from None
+        return v
+
+    @field_validator("munge_socket")
+    @classmethod
+    def _munge_socket(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("is empty: leave it out for unmunge's own socket")
         return v
 
     @field_validator("user_header")
