@@ -144,7 +144,8 @@ def make_app(config=None, user=None):
                            "/etc/ood/config/nginx_stage.yml, or " + ENV_FILE + ")")
         if identity not in ("munge", "header"):
             return _answer(start_response, "500 Internal Server Error",
-                           "fairshared app: FAIRSHARED_IDENTITY is " + repr(identity) + ", not munge or header")
+                           "fairshared app: FAIRSHARED_IDENTITY is " + repr(identity)
+                           + ", not munge or header")
         method = environ.get("REQUEST_METHOD", "GET")
         if method not in METHODS:
             start_response("405 Method Not Allowed", [("Allow", ", ".join(METHODS)),

@@ -13,7 +13,7 @@ decodes once (a second use is ``Replayed credential``), within its time-to-live 
 ``Expired credential``), not from a clock ahead of ours (``Rewound credential``), only with the same
 key (``Invalid credential``).
 
-Cost and bounds: one ``unmunge`` per request that carries a credential, about 5 ms of a 2-core
+Cost and bounds: one ``unmunge`` per request that carries a credential, 1-5 ms on a 2-core
 machine (fork, exec, one round trip to munged; measured by tests/test_munge_identity.py); at most
 :data:`MAX_DECODING` at once, a request waits at most :data:`SLOT_WAIT` seconds for a slot and then
 gets 503, and a decode taking longer than ``timeout`` is killed (503), so a flood of credentials
@@ -150,7 +150,8 @@ class Unmunge:
             raise Undecodable(503, "MUNGE credentials cannot be decoded here: no 'unmunge' on the "
                                    "daemon's PATH (install munge, or set http.munge = false)") from None
         except subprocess.TimeoutExpired:
-            raise Undecodable(503, f"unmunge took more than {self.timeout:g} s (munged overloaded?)") from None
+            raise Undecodable(503, f"unmunge took more than {self.timeout:g} s (munged overloaded?)") \
+                from None
         finally:
             self._slots.release()
         meta, got = _parse(done.stdout)

@@ -5,7 +5,8 @@ the same standing computed here with the engine from what the usual sources read
 snapshot, the live cluster through Slurm's commands).  Both give the API's object (docs/api-v1.md),
 printed by :func:`fairshared.commands.standing_text.standing_text` or, with ``--format json``, as it
 is.  The daemon is asked with its token when there is one, else with a MUNGE credential of this
-process's uid (api/munge.py), so a user on a login node gets their own view, PrivateData applied.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
+process's uid (api/munge.py), so a user on a login node gets their own view, PrivateData applied.
+Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
 nothing answers there or it does not answer this caller (401, 403, 503), the live cluster is read here.
 """
 
@@ -44,9 +45,9 @@ def register(subparsers) -> None:
     p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     p.add_argument("--token-file", metavar="FILE",
                    help="the daemon's bearer token, as for `fairshared recompute` (default: "
-                   "$FAIRSHARED_TOKEN, else the config's); without it this command proves who you are with "
-                   "a MUNGE credential (`munge`, munged's socket from the config's http.munge_socket) and the "
-                   "daemon answers you as Slurm would, PrivateData applied")
+                   "$FAIRSHARED_TOKEN, else the config's); without it this command proves who you are "
+                   "with a MUNGE credential (`munge`, munged's socket from the config's "
+                   "http.munge_socket) and the daemon answers you as Slurm would, PrivateData applied")
     p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     p.add_argument("--wait", type=positive_float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the daemon's answer (default: 30)")
@@ -98,7 +99,8 @@ def munge_header(where: str, socket: str | None) -> tuple[dict[str, str], str]:
         return {}, f" (sent without a MUNGE credential: {exc})"
 
 
-def from_daemon(url: str, user: str, token: str | None, timeout: float, munge_socket: str | None = None) -> dict:
+def from_daemon(url: str, user: str, token: str | None, timeout: float,
+                munge_socket: str | None = None) -> dict:
     """``GET {url}/api/v1/users/{user}``: the daemon's answer, directly (no proxy, no redirect), with
     the token when there is one, else with a MUNGE credential of this process's uid (the daemon then
     answers this user as slurmctld would, PrivateData applied).  An HTTP error is an InputError naming
