@@ -24,7 +24,7 @@ from ..engine import Params
 from ..model import InputError, Snapshot
 from ..whatif import OTHERS
 from .answers import explain_job, explain_job_vs, recovery_of
-from .identity import Caller, Refused, Scope, identify, scope_for
+from .identity import Caller, MungeDecoder, Refused, Scope, identify, scope_for
 from .view import View, build_view
 
 __all__ = ["Api", "History", "ViewKeeper", "MAX_LIMIT"]
@@ -132,13 +132,13 @@ class Api:
         self._openapi = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     def answer(self, environ: dict, *, token_ok: bool, proxies=(), user_header="X-Forwarded-User",
-               reads_need_token: bool = False) -> tuple[int, object]:
+               reads_need_token: bool = False, munge: MungeDecoder | None = None) -> tuple[int, object]:
         path = environ.get("PATH_INFO", "")
         if path == PREFIX + "openapi.json":
             return 200, self._openapi
         try:
             caller = identify(environ, token_ok=token_ok, proxies=proxies, user_header=user_header,
-                              reads_need_token=reads_need_token)
+                              reads_need_token=reads_need_token, munge=munge)
         except Refused as r:
             return r.status, {"error": r.message}
         view, last = self.keeper.current()
