@@ -35,8 +35,8 @@ from .engine.ranks import assoc_index, job_assoc
 from .engine.result import Result
 from .explain_common import find_job
 from .model import ClusterInfo, InputError, Job
-from .priority import PriorityParams
 from .priority_sprio import SprioRow, listed_by_sprio, sprio_rows
+from .settings import ClusterSettings
 
 # The order of tied siblings in Fair Tree's stable sort, per sibling-order kind (engine/sibling_order.py)
 TIE_ORDER = {
@@ -263,7 +263,7 @@ def point_differences(ra: SprioRow, rb: SprioRow) -> dict:
 # --- the comparison ------------------------------------------------------------------------------------
 
 
-def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params: PriorityParams, now: int,
+def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, settings: ClusterSettings, now: int,
                ref_a: str, ref_b: str, *, sibling_order: str = "input", dampening: float = 1.0,
                priority_levels: int | None = None, index: Mapping[tuple, int] | None = None) -> dict:
     """Why ``ref_a`` ranks above or below ``ref_b`` under ``result``'s algorithm, as a JSON-ready dict.
@@ -283,8 +283,8 @@ def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params
         out[key]["fairshare"] = f
         if side["index"] is not None:
             out[key]["rank"] = int(result.user_ranks()[side["index"]])
-    out["fairshare"] = {"weight": params.weight_fairshare, "difference": fa - fb,
-                        "points": params.weight_fairshare * (fa - fb)}
+    out["fairshare"] = {"weight": settings.weights["fairshare"], "difference": fa - fb,
+                        "points": settings.weights["fairshare"] * (fa - fb)}
     ia, ib = A["index"], B["index"]
     if ia is None or ib is None:
         out["detail"] = None  # a job without an association: fair-share factor 0, nothing to trace
@@ -296,13 +296,13 @@ def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params
         out["detail"] = level_based_part(result, ia, ib, priority_levels)
     out["points"] = None
     if A["job"] is not None and B["job"] is not None:
-        ra = sprio_rows(A["job"], fa, cluster, params, now)[0]  # the job's own row (first partition × QOS)
-        rb = sprio_rows(B["job"], fb, cluster, params, now)[0]
+        ra = sprio_rows(A["job"], fa, cluster, settings, now)[0]  # the job's own row (first partition × QOS)
+        rb = sprio_rows(B["job"], fb, cluster, settings, now)[0]
         pts = point_differences(ra, rb)
         pts["a_priority"], pts["b_priority"] = ra.priority, rb.priority
         pts["a_partition"], pts["b_partition"] = ra.partition, rb.partition
-        pts["listed_by_sprio"] = {"a": listed_by_sprio(A["job"], params, now),
-                                  "b": listed_by_sprio(B["job"], params, now)}
+        pts["listed_by_sprio"] = {"a": listed_by_sprio(A["job"], settings, now),
+                                  "b": listed_by_sprio(B["job"], settings, now)}
         pts["operator_set"] = [j.job_id for j in (A["job"], B["job"]) if j.direct_set_prio and j.priority > 0]
         out["points"] = pts
         diff = pts["total"]

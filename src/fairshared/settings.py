@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 DAY = 86400
 NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
+FACTOR_NAMES = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")  # PriorityWeight<Name>, in sprio's order
 
 
 def slurm_priority_flags(written) -> frozenset[str]:
@@ -39,12 +41,17 @@ def slurm_priority_flags(written) -> frozenset[str]:
     return frozenset(out)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClusterSettings:
     """The settings fairshared reads, in base units (seconds), with Slurm's defaults.
 
     ``given``: the keys of the document it was built from, in order (``to_dict`` writes those);
-    ``unset``: the keys among them given as null (their field holds the default)."""
+    ``unset``: the keys among them given as null (their field holds the default).  A field keeps its
+    value as the document wrote it (``1000.0`` stays a float, a TRES name its case), so a file reads
+    and writes unchanged; the job priority reads the weights through :attr:`weights` and
+    :attr:`tres_weights`, which give them as slurmctld holds them.  Not slotted: the derived views
+    (:attr:`flags`, :attr:`weights`, :attr:`tres_weights`) are worked out once per instance
+    (``cached_property``), not once per job."""
 
     cluster_name: str | None = None
     slurm_version: str | None = None  # SLURM_VERSION, e.g. "25.11.7"
@@ -80,7 +87,7 @@ class ClusterSettings:
     given: tuple[str, ...] = ()
     unset: frozenset[str] = frozenset()
 
-    @property
+    @cached_property
     def flags(self) -> frozenset[str]:
         """PriorityFlags as Slurm takes them (:func:`slurm_priority_flags`): the one reading every
         module asks, so that DEPTH_OBLIVIOUS means NO_FAIR_TREE and NO_NORMAL_ALL its four flags
@@ -93,10 +100,36 @@ class ClusterSettings:
         ambiguously (NO_NORMAL_ALL for any NO_NORMAL_* flag before 25.11)."""
         return frozenset(str(f).strip().upper() for f in self.priority_flags)
 
-    @property
+    @cached_property
+    def weights(self) -> Mapping[str, int]:
+        """The six PriorityWeight<Factor>, by factor name (:data:`FACTOR_NAMES`), as the integers
+        slurmctld holds (uint32; a snapshot may write ``1000.0``)."""
+        return {name: int(getattr(self, f"weight_{name}")) for name in FACTOR_NAMES}
+
+    @cached_property
     def tres_weights(self) -> Mapping[str, float]:
-        """PriorityWeightTRES as the job priority uses it: the exact weights when read, else ``weight_tres``."""
-        return self.weight_tres if self.weight_tres_exact is None else self.weight_tres_exact
+        """PriorityWeightTRES as the job priority uses it, TRES name (lower case) → weight per base
+        unit: the exact weights when read (``weight_tres_exact``), else ``weight_tres``."""
+        chosen = self.weight_tres if self.weight_tres_exact is None else self.weight_tres_exact
+        return {str(k).lower(): float(v) for k, v in chosen.items()}
+
+    def with_weights(self, overrides: Mapping[str, float]) -> ClusterSettings:
+        """A copy with some job-priority weights replaced (``--weights``, a push mode's fair-share
+        weight): keys age, assoc, fairshare, jobsize, partition, qos (made integers) and tres:NAME
+        (a float, the name lower-cased); ValueError on any other key.  A TRES weight replaces the
+        one :attr:`tres_weights` reads (the exact weights when they were read)."""
+        kw: dict = {}
+        tres = dict(self.tres_weights)
+        for k, v in overrides.items():
+            if k.startswith("tres:"):
+                tres[k[5:].lower()] = float(v)
+            elif k in FACTOR_NAMES:
+                kw[f"weight_{k}"] = int(v)
+            else:
+                raise ValueError(f"unknown weight {k!r}")
+        if tres != self.tres_weights:
+            kw["weight_tres" if self.weight_tres_exact is None else "weight_tres_exact"] = tres
+        return replace(self, **kw)
 
     @classmethod
     def from_dict(cls, doc: Mapping) -> ClusterSettings:

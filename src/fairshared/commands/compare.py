@@ -16,7 +16,7 @@ from ..engine import ALGORITHMS, build_tree
 from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
 from ..model import Snapshot
-from ..priority import FACTOR_NAMES, PriorityParams, job_priority
+from ..priority import FACTOR_NAMES, job_priority
 from ..priority_sprio import listed_by_sprio
 from . import count
 from .common import (
@@ -35,7 +35,7 @@ UINT32_MAX = 4294967295
 
 
 def parse_weights(text: str) -> dict[str, float]:
-    """``--weights fairshare=20000,age=0,tres:gres/gpu=500`` → overrides for PriorityParams.with_weights."""
+    """``--weights fairshare=20000,age=0,tres:gres/gpu=500`` → overrides for ClusterSettings.with_weights."""
     out: dict[str, float] = {}
     names = set(FACTOR_NAMES)
     for item in text.split(","):
@@ -148,15 +148,13 @@ def compare_data(snap: Snapshot, algorithms: list[str], weights: dict, now: int,
 
 
 def _compare_jobs(pi: Snapshot, results: dict[str, Result], weights: dict, now: int) -> dict:
-    params = PriorityParams.from_settings(pi.settings)
-    if weights:
-        params = params.with_weights(weights)
-    jobs = [j for j in pi.jobs if listed_by_sprio(j, params, now)]
+    settings = pi.settings.with_weights(weights) if weights else pi.settings
+    jobs = [j for j in pi.jobs if listed_by_sprio(j, settings, now)]
     rows = []
     per_alg = {}
     for a, res in results.items():
         fs = fairshare_of(res)
-        per_alg[a] = [job_priority(j, fs(j), pi.cluster_info, params, now)[0].priority for j in jobs]
+        per_alg[a] = [job_priority(j, fs(j), pi.cluster_info, settings, now)[0].priority for j in jobs]
     for k, j in enumerate(jobs):
         rows.append({"job_id": j.job_id, "user": j.user, "account": j.account, "partition": j.partition,
                      "slurm_priority": j.priority,
@@ -174,7 +172,7 @@ def _compare_jobs(pi: Snapshot, results: dict[str, Result], weights: dict, now: 
             taus[f"{algs[x]}|{algs[y]}"] = _jnum(kendall_tau_b(per_alg[algs[x]], per_alg[algs[y]]))
     for a in algs:
         taus[f"{a}|slurm"] = _jnum(kendall_tau_b(per_alg[a], [j.priority for j in jobs]))
-    return {"weights": {**params.weights(), **{f"tres:{k}": v for k, v in params.weight_tres.items()}},
+    return {"weights": {**settings.weights, **{f"tres:{k}": v for k, v in settings.tres_weights.items()}},
             "jobs": rows, "jobs_kendall_tau": taus}
 
 

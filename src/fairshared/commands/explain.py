@@ -19,8 +19,9 @@ from ..engine.result import Result
 from ..explain_common import duration, find_job, queue_entries, utc, why
 from ..explain_json import explain_data
 from ..model import InputError, Job, Snapshot
-from ..priority import PriorityParams, job_priority, ordered_partitions
+from ..priority import job_priority, ordered_partitions
 from ..priority_sprio import listed_by_sprio
+from ..settings import ClusterSettings
 from . import count
 from .common import (
     add_at,
@@ -71,12 +72,12 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
                  neighbours: int = 3) -> str:
     tree = build_tree(pi.associations)
     result = run_engine(pi, algorithm, engine, tree)
-    params = PriorityParams.from_settings(pi.settings)
+    settings = pi.settings
     job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     fs = fairshare_of(result)(job)
-    rows = job_priority(job, fs, pi.cluster_info, params, now)
+    rows = job_priority(job, fs, pi.cluster_info, settings, now)
     out: list[str] = []
     w = out.append
     parts = ",".join(ordered_partitions(job, pi.cluster_info))
@@ -85,7 +86,7 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
     w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
       + f"; Slurm's current priority: {job.priority}")
     w(f"fairshared, with the {algorithm} fair-share algorithm, evaluated at {utc(now)} ({when}):")
-    pending = listed_by_sprio(job, params, now)
+    pending = listed_by_sprio(job, settings, now)
     if job.priority == 0:
         w("  the job is held (priority 0): Slurm does not rank it until it is released.")
     elif not pending:
@@ -99,7 +100,7 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
         w("longer computes it from factors, and nice changes are ignored, until the job is held and released.")
     else:
         w("Where the priority comes from (weights are the cluster's PriorityWeight* settings):")
-        weights = params.weights()
+        weights = settings.weights
         factor_total = sum(main.weighted.values()) + sum(main.tres_weighted.values())
         w(f"  {'factor':<12} {'value':>10} {'weight':>8} {'points':>12} {'share':>7}")
         for k in ("fairshare", "age", "jobsize", "partition", "qos", "assoc"):
@@ -108,19 +109,19 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
             w(f"  {LABEL[k]:<12} {main.factors[k]:>10.6f} {weights[k]:>8} {_fmt_points(pts):>12} {share:>7}")
         for t, v in main.tres_weighted.items():
             share = f"{100 * v / factor_total:.1f}%" if factor_total else "-"
-            w(f"  {'TRES ' + t:<12} {main.tres[t]:>10.6f} {params.weight_tres[t]:>8g} {_fmt_points(v):>12} {share:>7}")
+            w(f"  {'TRES ' + t:<12} {main.tres[t]:>10.6f} {settings.tres_weights[t]:>8g} {_fmt_points(v):>12} {share:>7}")
         w(f"  {'Site factor':<12} {'':>10} {'':>8} {main.site:>+12,}")
         w(f"  {'Nice':<12} {'':>10} {'':>8} {-main.nice:>+12,}")
         w(f"  {'Total':<12} {'':>10} {'':>8} {_fmt_points(main.total):>12}   → priority {main.priority}"
           + (" (at least 1)" if main.total < 1 else " (cut to 2^32 − 1)" if main.total >= 2 ** 32
              else " (the integer part)"))
         w("")
-        w(_age_line(job, params, now))
+        w(_age_line(job, settings, now))
         nodes, cpus = pi.cluster_info.node_count, pi.cluster_info.cpu_count
-        if "SMALL_RELATIVE_TO_TIME" in params.flags:
+        if "SMALL_RELATIVE_TO_TIME" in settings.flags:
             w(f"Job size: {job.cpus} CPUs per minute of time limit, relative to the {cpus} CPUs of the cluster"
-              + (" (PriorityFavorSmall: 1 minus that)" if params.favor_small else "") + ".")
-        elif params.favor_small:
+              + (" (PriorityFavorSmall: 1 minus that)" if settings.favor_small else "") + ".")
+        elif settings.favor_small:
             w(f"Job size (PriorityFavorSmall): the free part of the cluster: (({nodes} − {job.min_nodes}) / {nodes}"
               f" + ({cpus} − {job.cpus}) / {cpus}) / 2 = {main.factors['jobsize']:.6f}.")
         else:
@@ -128,13 +129,13 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
               f"{main.factors['jobsize']:.6f}.")
         p = pi.cluster_info.partitions.get(main.partition)
         if p is not None:
-            if "NO_NORMAL_PART" in params.flags:
+            if "NO_NORMAL_PART" in settings.flags:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor}, used as is (NO_NORMAL_PART).")
             else:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor} of the highest "
                   f"{pi.cluster_info.part_max_priority}.")
         qp = pi.cluster_info.qos_priority.get(job.qos, 0)
-        if "NO_NORMAL_QOS" in params.flags:
+        if "NO_NORMAL_QOS" in settings.flags:
             w(f"QOS {job.qos}: priority {qp}, used as is (NO_NORMAL_QOS).")
         else:
             w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster_info.qos_max_priority}.")
@@ -145,18 +146,19 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
     w("")
     out.extend(fairshare_path(result, tree, job, algorithm, engine.dampening))
     w("")
-    out.extend(_neighbours(pi, result, params, now, job, neighbours))
+    out.extend(_neighbours(pi, result, settings, now, job, neighbours))
     return "\n".join(out) + "\n"
 
 
-def _age_line(job: Job, params: PriorityParams, now: int) -> str:
+def _age_line(job: Job, settings: ClusterSettings, now: int) -> str:
     if not job.accrue_time:
         return "Age: the job is not accruing age yet (no accrue time: not eligible, held, dependent or over a limit)."
     waited = max(0, now - job.accrue_time)
-    if params.max_age and waited < params.max_age:
-        return (f"Age: waiting {duration(waited)} of PriorityMaxAge {duration(params.max_age)}: "
-                f"{waited} / {params.max_age} = {waited / params.max_age:.6f}.")
-    return f"Age: waiting {duration(waited)}, at least PriorityMaxAge {duration(params.max_age)}: the full 1.0."
+    max_age = int(settings.max_age_seconds)
+    if max_age and waited < max_age:
+        return (f"Age: waiting {duration(waited)} of PriorityMaxAge {duration(max_age)}: "
+                f"{waited} / {max_age} = {waited / max_age:.6f}.")
+    return f"Age: waiting {duration(waited)}, at least PriorityMaxAge {duration(max_age)}: the full 1.0."
 
 
 def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: float = 1.0) -> list[str]:
@@ -250,9 +252,9 @@ def _place(result: Result, tree, a: int, algorithm: str) -> str:
     return f"{_ordinal(better + 1)} of {len(sibs)}"
 
 
-def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, job: Job,
+def _neighbours(pi: Snapshot, result: Result, settings: ClusterSettings, now: int, job: Job,
                 n: int) -> list[str]:
-    entries = queue_entries(pi, result, params, now)
+    entries = queue_entries(pi, result, settings, now)
     mine = [k for k, e in enumerate(entries) if e.job.job_id == job.job_id]
     lines: list[str] = []
     if not mine:
