@@ -41,6 +41,37 @@ def slurm_priority_flags(written) -> frozenset[str]:
     return frozenset(out)
 
 
+DAMPENING_MAX = 0xFFFF  # FairShareDampeningFactor is a uint16 in slurm.conf
+
+
+def dampening_factor(value: object) -> int:
+    """FairShareDampeningFactor by the rule slurmctld applies, the one rule for every place a
+    dampening comes from (scontrol show config, pyslurm, the demo, a snapshot's ``config.dampening``,
+    the daemon's ``algorithm.dampening``, ``--dampening``): a whole number from 0 to 65535.
+
+    slurm.conf reads it as a uint16 (read_config.c ``{"FairShareDampeningFactor", S_P_UINT16}``;
+    parse_value.c ``s_p_handle_uint16`` refuses text that is not a number, a negative value and
+    anything above 65535), 1 only when slurm.conf leaves it out, and the multifactor plugin keeps it
+    in a ``uint16_t``.  0 is a value slurm.conf accepts (``scontrol update FairShareDampeningFactor=0``
+    refuses it, scontrol.c): it passes here, and only the classic formula, which divides by it,
+    refuses it (:func:`fairshared.engine.classic.check_dampening`).  ``value``: a number (a whole
+    float such as ``2.0``, as TOML and JSON may write it; not a bool) or its decimal digits (as
+    scontrol prints it, as typed on a command line).  The whole number, or ValueError stating the
+    rule; the caller puts the culprit in front (``config.dampening: ...``)."""
+    number: int | None = None
+    if isinstance(value, str):
+        text = value.strip()
+        number = int(text) if text.isascii() and text.isdigit() else None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():  # not nan, not ±inf
+        number = int(value)
+    if number is None or not 0 <= number <= DAMPENING_MAX:
+        raise ValueError(f"{value!r} is not a whole number from 0 to {DAMPENING_MAX} "
+                         "(FairShareDampeningFactor is a uint16 in slurm.conf)")
+    return number
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """The settings fairshared reads, in base units (seconds), with Slurm's defaults.
@@ -57,7 +88,7 @@ class ClusterSettings:
     slurm_version: str | None = None  # SLURM_VERSION, e.g. "25.11.7"
     priority_type: str = "priority/basic"
     priority_flags: tuple[str, ...] = ()  # as the source wrote them; ``flags`` is the upper-cased set
-    dampening: float = 1  # FairShareDampeningFactor (uint16 in slurm.conf; 0 is accepted there)
+    dampening: float = 1  # FairShareDampeningFactor: dampening_factor's rule (an int, or a whole float as written)
     priority_levels: int | None = None  # Fair Tree's levels of FSRaw bits (snapshot files only)
     half_life_seconds: int = 7 * DAY  # PriorityDecayHalfLife
     calc_period_seconds: int = 300  # PriorityCalcPeriod
@@ -163,8 +194,6 @@ _DEFAULTS = {k: getattr(ClusterSettings(), k) for k in _SETTINGS}
 _TUPLES = ("priority_flags", "tres_order", "accounting_storage_enforce", "private_data")
 _MAPPINGS = ("weight_tres", "weight_tres_exact", "rate_limit")
 
-
-_NUMBERS = ("dampening",)
 _BOOLS = ("favor_small", "no_normal_ambiguous")
 
 
@@ -178,8 +207,13 @@ def _typed(key: str, value):
         value = dict(value) if ok else value
     elif key in _BOOLS:
         ok = isinstance(value, bool)
-    elif key in _NUMBERS:
+    elif key == "dampening":
         ok = _number(value)
+        if ok:
+            try:
+                dampening_factor(value)
+            except ValueError as exc:
+                raise ValueError(f"cluster setting dampening: {exc}") from None
     elif isinstance(_DEFAULTS[key], int) or key in ("priority_levels", "slurm_user_uid"):
         # a whole float too (3600.0: a snapshot file may hold one; kept as written, for the file's sake)
         ok = _number(value) and float(value).is_integer()
