@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import get_args, get_origin, get_type_hints
 
 DAY = 86400
 NO_NORMAL = ("NO_NORMAL_ASSOC", "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES")
@@ -40,6 +41,11 @@ def slurm_priority_flags(written) -> frozenset[str]:
         out.update(NO_NORMAL)
     return frozenset(out)
 
+
+# The range a field's value must lie in (``metadata`` of its field, plain data): what a snapshot file is
+# held to (inputs/snapshot_schema.py builds its schema from these fields, their types and these ranges).
+COUNT = {"ge": 0}  # a time in seconds or an id: never negative
+UINT32 = {"ge": 0, "le": 0xFFFFFFFF}  # PriorityWeight<Factor>: uint32 in slurm.conf
 
 DAMPENING_MAX = 0xFFFF  # FairShareDampeningFactor is a uint16 in slurm.conf
 
@@ -90,17 +96,19 @@ class ClusterSettings:
     priority_flags: tuple[str, ...] = ()  # as the source wrote them; ``flags`` is the upper-cased set
     dampening: float = 1  # FairShareDampeningFactor: dampening_factor's rule (an int, or a whole float as written)
     priority_levels: int | None = None  # Fair Tree's levels of FSRaw bits (snapshot files only)
-    half_life_seconds: int = 7 * DAY  # PriorityDecayHalfLife
-    calc_period_seconds: int = 300  # PriorityCalcPeriod
+    half_life_seconds: int = field(default=7 * DAY, metadata=COUNT)  # PriorityDecayHalfLife
+    calc_period_seconds: int = field(default=300, metadata=COUNT)  # PriorityCalcPeriod
     usage_reset_period: str = "NONE"  # PriorityUsageResetPeriod, upper case
-    max_age_seconds: int = 7 * DAY  # PriorityMaxAge
+    max_age_seconds: int = field(default=7 * DAY, metadata=COUNT)  # PriorityMaxAge
     favor_small: bool = False  # PriorityFavorSmall
-    weight_age: int = 0
-    weight_assoc: int = 0
-    weight_fairshare: int = 0
-    weight_jobsize: int = 0
-    weight_partition: int = 0
-    weight_qos: int = 0
+    weight_age: int = field(default=0, metadata=UINT32)
+    weight_assoc: int = field(default=0, metadata=UINT32)
+    weight_fairshare: int = field(default=0, metadata=UINT32)
+    weight_jobsize: int = field(default=0, metadata=UINT32)
+    weight_partition: int = field(default=0, metadata=UINT32)
+    weight_qos: int = field(default=0, metadata=UINT32)
+    # PriorityWeightTRES: slurm.conf reads each with strtod, so a negative weight is a real setting
+    # (a TRES that lowers priority): no range
     weight_tres: Mapping[str, float] = field(default_factory=dict)  # PriorityWeightTRES, per base unit
     weight_tres_exact: Mapping[str, float] | None = None  # the same, from scontrol (priority_config_extra)
     weight_tres_text: str | None = None  # PriorityWeightTRES as written (sprio -w prints it)
@@ -111,7 +119,7 @@ class ClusterSettings:
     slurm_conf: str | None = None
     no_normal_ambiguous: bool = False  # NO_NORMAL_ALL printed for any NO_NORMAL_* flag (before 25.11)
     rate_limit: Mapping[str, int] | None = None  # rl_enable: bucket_size, refill_rate, refill_period
-    slurm_user_uid: int | None = None
+    slurm_user_uid: int | None = field(default=None, metadata=COUNT)
     # PrivateData, lower case as scontrol prints it ("none": empty): what slurmctld hides from users
     # who are not operators (the daemon's API honours accounts, jobs, usage and users: api/identity.py)
     private_data: tuple[str, ...] = ()
@@ -189,23 +197,44 @@ class ClusterSettings:
         return replace(self, **typed, given=given, unset=frozenset(unset))
 
 
-_SETTINGS = tuple(f.name for f in fields(ClusterSettings) if f.name not in ("given", "unset"))
-_DEFAULTS = {k: getattr(ClusterSettings(), k) for k in _SETTINGS}
-_TUPLES = ("priority_flags", "tres_order", "accounting_storage_enforce", "private_data")
-_MAPPINGS = ("weight_tres", "weight_tres_exact", "rate_limit")
+def setting_types(cls: type[ClusterSettings] = ClusterSettings) -> dict[str, object]:
+    """Each setting (every field but ``given`` and ``unset``) → its type, from the dataclass itself:
+    what :meth:`ClusterSettings.from_dict` checks a value against and what the snapshot schema is
+    built from (inputs/snapshot_schema.py), so a field added here is known to both."""
+    hints = get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls) if f.name not in ("given", "unset")}
 
-_BOOLS = ("favor_small", "no_normal_ambiguous")
+
+def _kind(tp: object) -> str:
+    """What ``_typed`` checks for a field of type ``tp`` (``X | None``: X's)."""
+    inner = [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) is not None else [tp]
+    t = inner[0] if len(inner) == 1 else tp
+    origin = get_origin(t) or t
+    if origin is tuple:
+        return "tuple"
+    if origin is Mapping:
+        return "mapping"
+    if t in (bool, int, float, str):
+        return {bool: "bool", int: "int", float: "number", str: "str"}[t]
+    raise TypeError(f"ClusterSettings: no check for a field of type {tp!r}")  # at import: add one
+
+
+_TYPES = setting_types()
+_SETTINGS = tuple(_TYPES)
+_DEFAULTS = {k: getattr(ClusterSettings(), k) for k in _SETTINGS}
+_KINDS = {k: _kind(tp) for k, tp in _TYPES.items()}
 
 
 def _typed(key: str, value):
     """``value`` for field ``key``, checked against its type (ValueError naming the key when it is not)."""
-    if key in _TUPLES:
+    kind = _KINDS[key]
+    if kind == "tuple":
         ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
         value = tuple(value) if ok else value
-    elif key in _MAPPINGS:
+    elif kind == "mapping":
         ok = isinstance(value, Mapping) and all(isinstance(k, str) and _number(v) for k, v in value.items())
         value = dict(value) if ok else value
-    elif key in _BOOLS:
+    elif kind == "bool":
         ok = isinstance(value, bool)
     elif key == "dampening":
         ok = _number(value)
@@ -214,7 +243,9 @@ def _typed(key: str, value):
                 dampening_factor(value)
             except ValueError as exc:
                 raise ValueError(f"cluster setting dampening: {exc}") from None
-    elif isinstance(_DEFAULTS[key], int) or key in ("priority_levels", "slurm_user_uid"):
+    elif kind == "number":
+        ok = _number(value)
+    elif kind == "int":
         # a whole float too (3600.0: a snapshot file may hold one; kept as written, for the file's sake)
         ok = _number(value) and float(value).is_integer()
     else:
