@@ -9,12 +9,12 @@ core, below both.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .engine.ranks import assoc_index, fairshare_of, job_assoc
+from .engine.ranks import AssocIndex, assoc_index, fairshare_of, job_assoc
 from .engine.result import Result
-from .explain_common import find_job, queue_entries, why
+from .explain_common import details, find_job, queue_entries, why
 from .model import InputError, Job, Snapshot
 from .priority import Factors, job_priority
 from .priority_sprio import listed_by_sprio
@@ -89,7 +89,7 @@ def queue_place(entries: Sequence[Factors], job: Job, neighbours: int = 3) -> Qu
 
 def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str,
                  neighbours: int = 3, queue: Callable[[Job, int], QueuePlace | None] | None = None,
-                 index: Mapping[tuple, int] | None = None) -> dict:
+                 index: AssocIndex | None = None) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
     the fair-share path from root, its place in the queue and the jobs just ahead and behind.
 
@@ -104,7 +104,7 @@ def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str
     index = assoc_index(result) if index is None else index
     i = job_assoc(job, index)
     fs = fairshare_of(result, index)
-    rows = job_priority(job, fs(job), pi.cluster_info, settings, now)
+    rows = job_priority(job, fs(job), details(pi), settings, now)
     if queue is None:
         place = queue_place(queue_entries(pi, result, settings, now), job, neighbours)
     else:

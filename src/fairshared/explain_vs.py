@@ -24,14 +24,14 @@ figures that decide the order and says which one decided it:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .engine import fair_tree, level_based
 
 # job_assoc/assoc_index: where they live today (a command module); they belong beside Result
-from .engine.ranks import assoc_index, job_assoc
+from .engine.ranks import AssocIndex, assoc_index, job_assoc
 from .engine.result import Result
 from .explain_common import find_job
 from .model import ClusterInfo, InputError, Job
@@ -57,7 +57,7 @@ POINT_COLUMNS = (("fairshare", "fair-share"), ("age", "age"), ("jobsize", "job s
 
 
 def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = False,
-            index: Mapping[tuple, int] | None = None) -> dict:
+            index: AssocIndex | None = None) -> dict:
     """A side of the comparison: a job (by id or display id), else USER[:ACCOUNT], an association.
 
     Raises :class:`InputError` naming ``ref`` when it is neither, or when USER alone is in several
@@ -224,6 +224,8 @@ def level_based_part(result: Result, a: int, b: int, priority_levels: int | None
             x = int(tree.parent[x])
         return None
 
+    if result.fs_raw is None:  # every level_based Result has it
+        raise ValueError("level_based_part needs a level_based result (FSRaw)")
     raw_a, raw_b = int(result.fs_raw[a]), int(result.fs_raw[b])
     levels = []
     first_diff = None
@@ -265,7 +267,7 @@ def point_differences(ra: SprioRow, rb: SprioRow) -> dict:
 
 def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, settings: ClusterSettings, now: int,
                ref_a: str, ref_b: str, *, sibling_order: str = "input", dampening: float = 1.0,
-               priority_levels: int | None = None, index: Mapping[tuple, int] | None = None) -> dict:
+               priority_levels: int | None = None, index: AssocIndex | None = None) -> dict:
     """Why ``ref_a`` ranks above or below ``ref_b`` under ``result``'s algorithm, as a JSON-ready dict.
 
     ``higher`` is the side ``fairshared sprio`` puts first (larger PRIORITY) when both are jobs,

@@ -211,15 +211,16 @@ def render_sprio_weights(settings: ClusterSettings, weight_tres_text: str | None
     configured string as written (``weight_tres_text``; else rebuilt from the parsed weights)."""
     if weight_tres_text is None and settings.tres_weights:
         weight_tres_text = ",".join(f"{k}={v:g}" for k, v in settings.tres_weights.items())
-    cols = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
+    cols: list[tuple[str, int, bool, str]] = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
     if user_column:
         cols.append(("USER", 8, True, ""))
     cols += [("PRIORITY", 10, True, ""), ("SITE", 10, True, "1")]
-    for name, w in (("AGE", settings.weights["age"]), ("ASSOC", settings.weights["assoc"]), ("FAIRSHARE", settings.weights["fairshare"]),
-                    ("JOBSIZE", settings.weights["jobsize"]), ("PARTITION", settings.weights["partition"]),
-                    ("QOS", settings.weights["qos"])):
+    for factor, w in settings.weights.items():  # sprio's order: age, assoc, fairshare, jobsize, partition, qos
+        name = factor.upper()
         if w:
             cols.append((name, 10, True, str(w)))
     if weight_tres_text:
         cols.append(("TRES", 20, True, weight_tres_text))
-    return "".join(" ".join(_cell(c[k], w, r) for c in cols for w, r in [(c[1], c[2])]) + "\n" for k in (0, 3))
+    header = " ".join(_cell(name, w, r) for name, w, r, _ in cols)
+    weights = " ".join(_cell(value, w, r) for _, w, r, value in cols)
+    return header + "\n" + weights + "\n"

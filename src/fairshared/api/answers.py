@@ -69,11 +69,11 @@ def _sorted_queue(view: View) -> QueueOrder:
     100,000 jobs and their Factors is ever held: only each entry's sort key)."""
     settings = view.settings
     key = queue_key(view.cluster)
-    keyed = []
+    keyed: list[tuple[tuple, int, int, str]] = []  # (sort key, job row, entry of the job, partition)
     for row in range(view.jobs.n):
-        job = view.jobs.job(row)
-        if listed_by_sprio(job, settings, view.evaluated_at):
-            rows = job_priority(job, view.fairshare_of_job(row), view.cluster, settings, view.evaluated_at)
+        one = view.jobs.job(row)
+        if listed_by_sprio(one, settings, view.evaluated_at):
+            rows = job_priority(one, view.fairshare_of_job(row), view.cluster, settings, view.evaluated_at)
             keyed.extend((key(f), row, sub, f.partition) for sub, f in enumerate(rows))
     keyed.sort(key=itemgetter(0))  # stable, as queue_entries' sorted()
     m = len(keyed)

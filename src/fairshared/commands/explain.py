@@ -12,11 +12,13 @@ import json
 import math
 import sys
 
+import numpy as np
+
 from ..engine import ALGORITHMS, Params, build_tree
 from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
-from ..explain_common import duration, find_job, queue_entries, utc, why
+from ..explain_common import details, duration, find_job, queue_entries, utc, why
 from ..explain_json import explain_data
 from ..model import InputError, Job, Snapshot
 from ..priority import job_priority, ordered_partitions
@@ -73,14 +75,15 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
     tree = build_tree(pi.associations)
     result = run_engine(pi, algorithm, engine, tree)
     settings = pi.settings
+    cluster = details(pi)
     job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     fs = fairshare_of(result)(job)
-    rows = job_priority(job, fs, pi.cluster_info, settings, now)
+    rows = job_priority(job, fs, cluster, settings, now)
     out: list[str] = []
     w = out.append
-    parts = ",".join(ordered_partitions(job, pi.cluster_info))
+    parts = ",".join(ordered_partitions(job, cluster))
     w(f"Job {job.display_id or job.job_id} — user {job.user}, account {job.account}, "
       f"partition {parts}, QOS {job.qos or '-'}")
     w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
@@ -117,7 +120,7 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
              else " (the integer part)"))
         w("")
         w(_age_line(job, settings, now))
-        nodes, cpus = pi.cluster_info.node_count, pi.cluster_info.cpu_count
+        nodes, cpus = cluster.node_count, cluster.cpu_count
         if "SMALL_RELATIVE_TO_TIME" in settings.flags:
             w(f"Job size: {job.cpus} CPUs per minute of time limit, relative to the {cpus} CPUs of the cluster"
               + (" (PriorityFavorSmall: 1 minus that)" if settings.favor_small else "") + ".")
@@ -127,18 +130,18 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
         else:
             w(f"Job size: ({job.min_nodes} of {nodes} nodes + {job.cpus} of {cpus} CPUs) / 2 = "
               f"{main.factors['jobsize']:.6f}.")
-        p = pi.cluster_info.partitions.get(main.partition)
+        p = cluster.partitions.get(main.partition)
         if p is not None:
             if "NO_NORMAL_PART" in settings.flags:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor}, used as is (NO_NORMAL_PART).")
             else:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor} of the highest "
-                  f"{pi.cluster_info.part_max_priority}.")
-        qp = pi.cluster_info.qos_priority.get(job.qos, 0)
+                  f"{cluster.part_max_priority}.")
+        qp = cluster.qos_priority.get(job.qos, 0)
         if "NO_NORMAL_QOS" in settings.flags:
             w(f"QOS {job.qos}: priority {qp}, used as is (NO_NORMAL_QOS).")
         else:
-            w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster_info.qos_max_priority}.")
+            w(f"QOS {job.qos}: priority {qp} of the highest {cluster.qos_max_priority}.")
         if job.site_factor:
             w(f"Site factor {job.site_factor:+} was set by an operator or a site_factor plugin.")
         if job.nice:
@@ -170,6 +173,8 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
     if i is None:
         w(f"Fair share: {job.user} has no association in account {job.account}: Slurm gives factor 0.")
         return lines
+    # level_based's FSRaw; the other algorithms have none and never read these zeros
+    fs_raw = result.fs_raw if result.fs_raw is not None else np.zeros(tree.n, dtype=np.uint64)
     chain = []
     x = i
     while x >= 0:
@@ -208,8 +213,8 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
         else:
             us = f"{_num(usage)} = {100 * usage / pu:.1f}% of {tree.account[p]}" if pu else _num(usage)
             lf = float(result.level_fs[a])
-            raw = int(result.fs_raw[a])
-            parent_raw = int(result.fs_raw[int(tree.parent[a])])
+            raw = int(fs_raw[a])
+            parent_raw = int(fs_raw[int(tree.parent[a])])
             fig = ("F " + ("-" if math.isnan(lf) else f"{lf:.4f}") + f" bucket {raw ^ parent_raw:016X}")
         w(f"  {name:<24} {sh:<22} {us:<28} {fig:<26} {_place(result, tree, a, algorithm)}")
     f = float(result.fairshare[i])
@@ -220,7 +225,7 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
           f"{_ordinal(n_users - rank + 1)} of {n_users} user associations (ties share a rank).")
     elif algorithm == "level_based":
         rank = round(f * n_users)
-        w(f"  {job.user}'s FSRaw {int(result.fs_raw[i]):016X}; fair-share factor {f:.6f} ≈ {rank} / {n_users}"
+        w(f"  {job.user}'s FSRaw {int(fs_raw[i]):016X}; fair-share factor {f:.6f} ≈ {rank} / {n_users}"
           f" ({_ordinal(n_users - rank)} of {n_users} users; the best gets (n−1)/n).")
     else:
         s = float(result.norm_shares[i])
