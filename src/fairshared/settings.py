@@ -60,7 +60,7 @@ def dampening_factor(value: object) -> int:
     anything above 65535), 1 only when slurm.conf leaves it out, and the multifactor plugin keeps it
     in a ``uint16_t``.  0 is a value slurm.conf accepts (``scontrol update FairShareDampeningFactor=0``
     refuses it, scontrol.c): it passes here, and only the classic formula, which divides by it,
-    refuses it (:func:`fairshared.engine.classic.check_dampening`).  ``value``: a number (a whole
+    refuses it (:data:`fairshared.engine.classic.ZERO_DAMPENING`).  ``value``: a number (a whole
     float such as ``2.0``, as TOML and JSON may write it; not a bool) or its decimal digits (as
     scontrol prints it, as typed on a command line).  The whole number, or ValueError stating the
     rule; the caller puts the culprit in front (``config.dampening: ...``)."""
