@@ -67,7 +67,7 @@ def get(port: int, path: str, *, token=None, headers=None, source="127.0.0.1") -
 
 @contextlib.contextmanager
 def api_daemon(tmp: Path, *, http: dict | None = None, jobs: int | None = 300, private: tuple = (),
-               cycles: int = 1, history=None, mode: str | None = None):
+               cycles: int = 1, history=None, mode: str | None = None, roles=None):
     from fairshared.daemon.config import DEMO_DEFAULTS, config_from_dict
     from fairshared.daemon.http import make_app
     from fairshared.daemon.httpserver import HttpServer, bind
@@ -79,6 +79,7 @@ def api_daemon(tmp: Path, *, http: dict | None = None, jobs: int | None = 300, p
         cfg["push"] = {"mode": mode}
     svc = Service(config_from_dict(cfg), None, demo=True)
     svc.cluster_source.cluster.private_data = tuple(private)
+    svc.cluster_source.cluster.roles = roles  # fairshared.model.Roles: operators and coordinators
     svc.api.history = history
     capture = _Capture()
     svc.runner.publishers += (capture,)

@@ -225,3 +225,76 @@ def test_a_user_header_given_twice_names_nobody(private):
     r = conn.getresponse()
     assert r.status == 400 and "is not a user name" in json.loads(r.read())["error"]
     conn.close()
+
+
+# --- operators and coordinators (Slurm's exceptions to PrivateData) ------------------------------------
+
+def coordinated(tmp_path, flags=("usage", "jobs")):
+    from fairshared.model import Roles
+    roles = Roles(operators=frozenset({"gina"}), coordinators={"dan": frozenset({"astro"})})
+    return api_daemon(tmp_path, http={"proxies": [PROXY]}, private=flags, roles=roles, history=FakeHistory())
+
+
+def test_a_coordinator_sees_every_association_and_job_of_the_accounts_it_coordinates(tmp_path):
+    with coordinated(tmp_path) as d:
+        # dan: his own association, astro's others (assoc_mgr_get_shares: assoc->acct in coord_accts)
+        # and the accounts above them; physics' users and the other accounts stay hidden
+        assert visible_rows(d, "dan") == [("physics", None), ("astro", None), ("astro", "carol"),
+                                          ("astro", "dan"), ("astro", "erin")]
+        code, carol = as_user(d, "dan", "/api/v1/users/carol")
+        theirs = {j.job_id for j in d.snapshot.jobs if j.user == "carol"}
+        assert code == 200 and {j["job_id"] for j in carol["pending_jobs"]} == theirs and theirs
+        job = next(iter(theirs))
+        code, ex = as_user(d, "dan", f"/api/v1/jobs/{job}")
+        assert code == 200 and ex["job"]["user"] == "carol"
+        # its neighbours: dan's own jobs and astro's only
+        assert all(e["user"] == "dan" or e["account"] == "astro"
+                   for side in ("ahead", "behind") for e in ex["queue"][side])
+        code, hist = as_user(d, "dan", "/api/v1/history?account=astro")
+        assert code == 200 and [(s["account"], s["user"]) for s in hist["series"]] == [("astro", None)]
+        code, hist = as_user(d, "dan", "/api/v1/history?user=erin")
+        assert code == 200 and [(s["account"], s["user"]) for s in hist["series"]] == [("astro", "erin")]
+        for path in ("/api/v1/users/bob", "/api/v1/users/frank", "/api/v1/history?account=physics",
+                     f"/api/v1/jobs/{next(j.job_id for j in d.snapshot.jobs if j.user == 'bob')}"):
+            code, out = as_user(d, "dan", path)
+            assert code == 403 and "is not yours" in out["error"], path
+        # carol, in the account dan coordinates, is a plain user: her own rows only
+        assert visible_rows(d, "carol") == [("physics", None), ("astro", None), ("astro", "carol")]
+
+
+def test_operators_root_and_slurmuser_see_everything_as_the_token_does(tmp_path):
+    with coordinated(tmp_path, ALL) as d:
+        for user in ("gina", "root"):
+            code, tree = as_user(d, user, "/api/v1/tree?depth=3")
+            assert (code, tree["total"]) == (200, 21), user
+            code, bob = as_user(d, user, "/api/v1/users/bob")
+            assert code == 200 and bob["pending_total"] == sum(j.user == "bob" for j in d.snapshot.jobs) > 0
+        code, tree = as_user(d, "frank", "/api/v1/tree?depth=3")
+        assert tree["total"] == 3  # a plain user: physics, theory, and frank's own
+
+
+def test_slurmuser_is_named_by_its_uid_and_nobody_is_privileged_when_roles_were_not_read():
+    from fairshared.api.view import _admins
+    from fairshared.model import Roles
+    from fairshared.settings import ClusterSettings
+
+    s = ClusterSettings.from_dict({"slurm_user_uid": 64030})
+    names = {64030: "slurm"}
+    assert _admins(s, Roles(frozenset({"op"})), names.get) == {"root", "slurm", "op"}
+    assert _admins(s, None, names.get) == {"root", "slurm"}
+    assert _admins(ClusterSettings(), None, names.get) == {"root"}
+    assert _admins(s, None, {}.get) == {"root"}  # a uid with no name here names nobody
+
+
+def test_the_roles_are_read_from_sacctmgr_as_it_prints_them():
+    from fairshared.model import InputError
+    from fairshared.slurm.sacctmgr import parse_user_roles
+
+    text = "alice|None|\nbob|Operator|\ncarol|Administrator|physics\ndan|None|astro,theory\nroot|Administrator|\n"
+    roles = parse_user_roles(text)
+    assert roles.operators == {"bob", "carol", "root"}
+    assert roles.coordinators == {"carol": {"physics"}, "dan": {"astro", "theory"}}
+    with pytest.raises(InputError, match="admin level 'Superuser' of user 'eve'"):
+        parse_user_roles("eve|Superuser|\n")
+    with pytest.raises(InputError, match="line 1"):
+        parse_user_roles("eve|None\n")

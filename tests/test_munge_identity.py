@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 
 import pytest
@@ -55,19 +56,22 @@ def ask(d, m, path: str, as_user: str | None = None, headers: dict | None = None
 
 def test_a_credential_is_its_uids_user_with_that_users_private_view(daemon, munged):
     _need_root()
+    # root: PrivateData never limits it (Slurm's validate_operator), so it sees alice's rows
     code, me = ask(daemon, munged, "/api/v1/whoami")
-    assert (code, me["user"], me["admin"], sorted(me["private"])) == (200, "root", False, ["jobs", "usage"])
+    assert (code, me["user"], me["admin"], sorted(me["private"])) == (200, "root", True, ["jobs", "usage"])
     code, mine = ask(daemon, munged, "/api/v1/users/root")
     assert code == 200 and [(a["account"], a["user"]) for a in mine["associations"]] == [("root", "root")]
-    code, other = ask(daemon, munged, "/api/v1/users/alice")
-    assert (code, other["error"]) == (403, "user 'alice' is not yours (PrivateData=jobs,usage)")
     code, rows = ask(daemon, munged, "/api/v1/associations?user=alice")
-    assert (code, rows["total"]) == (200, 0)
-    # the same request from nobody's uid: nobody, who sees neither root's rows nor alice's
+    assert (code, rows["total"]) == (200, 2)
+    # the same requests from nobody's uid: nobody, who sees neither root's rows nor alice's
     code, me = ask(daemon, munged, "/api/v1/whoami", as_user="nobody")
     assert (code, me["user"], me["admin"]) == (200, "nobody", False)
     code, other = ask(daemon, munged, "/api/v1/users/root", as_user="nobody")
     assert (code, other["error"]) == (403, "user 'root' is not yours (PrivateData=jobs,usage)")
+    code, other = ask(daemon, munged, "/api/v1/users/alice", as_user="nobody")
+    assert (code, other["error"]) == (403, "user 'alice' is not yours (PrivateData=jobs,usage)")
+    code, rows = ask(daemon, munged, "/api/v1/associations?user=alice", as_user="nobody")
+    assert (code, rows["total"]) == (200, 0)
     # without a credential, from loopback with no proxies: the admin (what it was before)
     code, admin = daemon.json("/api/v1/whoami")
     assert (code, admin["admin"]) == (200, True)
@@ -153,7 +157,7 @@ def test_unmunge_costs_a_few_milliseconds_and_at_most_two_run_at_once(munged, ca
             un._slots.release()
 
 
-def test_standing_on_a_login_node_proves_its_user_with_munge(daemon, munged, tmp_path, capsys):
+def test_standing_on_a_login_node_proves_its_user_with_munge(daemon, munged, tmp_path, capsys, monkeypatch):
     """``fairshared standing`` with no token sends a credential: root's own standing from the daemon;
     another user's is refused with the daemon's reason; with no munge it says so."""
     _need_root()  # the demo tree's user root
@@ -166,9 +170,17 @@ def test_standing_on_a_login_node_proves_its_user_with_munge(daemon, munged, tmp
     assert main(["standing", "--url", url, "--config", str(cfg), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["user"] == "root" and [a["account"] for a in out["associations"]] == ["root"]
+    # a plain user on a login node: the real munge, run as nobody (a `munge` first on PATH that is
+    # runuser -u nobody -- munge): another user's standing is refused with the daemon's reason
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "munge").write_text(f'#!/bin/sh\nexec runuser -u nobody -- {shutil.which("munge")} "$@"\n')
+    (bin_dir / "munge").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     assert main(["standing", "alice", "--url", url, "--config", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert "HTTP 403: user 'alice' is not yours (PrivateData=jobs,usage)" in err, err
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
     # no munged here: the daemon's answer without a credential (from loopback with no proxies: the
     # admin's) or, when it refuses, why no credential went with the question
     cfg.write_text(f'[http]\nmunge_socket = "{tmp_path / "none"}"\nproxies = ["10.0.0.5"]\n')

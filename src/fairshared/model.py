@@ -245,6 +245,20 @@ class Controllers:
     release: tuple[int, int] = (0, 0)
 
 
+@dataclass(frozen=True)
+class Roles:
+    """Who Slurm lets see more than their own rows under ``PrivateData`` (plain data), as slurmdbd
+    lists its users (``sacctmgr show user withcoord``; slurmctld loads the same list).
+
+    ``operators``: the users whose AdminLevel is Operator or Administrator (they see everything, as
+    root and SlurmUser do); ``coordinators``: user → the accounts it coordinates, directly or
+    through a parent account, as slurmdbd counts them (as_mysql_user.c ``_get_user_coords``).
+    """
+
+    operators: frozenset[str] = frozenset()
+    coordinators: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
 @dataclass
 class Snapshot:
     """Everything one computation needs: the tree, the pending jobs, and where they came from.
@@ -280,6 +294,9 @@ class Snapshot:
     cluster_info: ClusterInfo | None = None
     # slurmctld's last priority recalculation (Unix seconds), when its state file was readable
     last_calc: int | None = None
+    # operators and coordinators (for PrivateData: the API), when the source read them: None when it
+    # did not (then nobody is an operator or coordinator to the API); never saved in a snapshot file
+    roles: Roles | None = None
     # what the operator should know about this read (e.g. which NO_NORMAL_* flags were assumed)
     warnings: list[str] = field(default_factory=list)
     # for a snapshot file or the demo: the time its job priorities are evaluated at

@@ -38,9 +38,16 @@ shows no account at all: a user's standing is its LevelFS and that of every ance
 account's row sums its subtree, never one other user's figures unless that user is the account's
 only other member); with ``accounts`` alone, the user associations of those accounts too; with
 ``jobs``, only the caller's pending jobs (a job explanation's neighbours in the queue that are
-other users' are left out; its place and the queue's length still count them).  Coordinators are
-not modelled (fairshared does not read them): a coordinator sees what any user sees, an operator
-uses the token.  An admin sees everything.
+other users' are left out; its place and the queue's length still count them).
+
+**Coordinators** (``sacctmgr add coordinator``; :class:`~fairshared.model.Roles`) see besides every
+association of the accounts they coordinate (assoc_mgr_get_shares: an association whose account is
+in the caller's ``coord_accts``, which slurmdbd fills with the sub-accounts too), the accounts on the
+path above them, and, with ``jobs``, the pending jobs charged to those accounts (job_mgr.c
+``_hide_job_user_rec``: ``assoc_mgr_is_user_acct_coord``).  **Root, SlurmUser and the users whose
+AdminLevel is Operator or Administrator** see everything (``validate_operator``), as an admin with the
+token does.  Both need the source to have read them (the command-line source does where PrivateData
+hides something): without, they are plain users here, who see less, never more.
 """
 
 from __future__ import annotations
@@ -145,27 +152,32 @@ def identify(environ: dict, *, token_ok: bool, proxies: Sequence[str], user_head
 @dataclass(frozen=True, eq=False)
 class Scope:
     """What one caller may see of one view: ``rows`` the visible associations (None: all), ``jobs_of``
-    whose pending jobs (None: everybody's), ``private`` the PrivateData flags that apply."""
+    whose pending jobs (None: everybody's) besides those charged to ``job_accounts`` (a
+    coordinator's), ``private`` the PrivateData flags that apply."""
 
     rows: np.ndarray | None
     jobs_of: str | None
     private: tuple[str, ...] = ()
+    job_accounts: frozenset[str] = frozenset()
 
     def row_visible(self, i: int) -> bool:
         return self.rows is None or bool(self.rows[i])
 
-    def job_visible(self, user: str) -> bool:
-        return self.jobs_of is None or user == self.jobs_of
+    def job_visible(self, user: str, account: str | None) -> bool:
+        """May the caller see a pending job of ``user`` charged to ``account``?"""
+        return self.jobs_of is None or user == self.jobs_of or account in self.job_accounts
 
 
 def scope_for(view: View, caller: Caller) -> Scope:
     """The caller's :class:`Scope` of ``view`` under the cluster's PrivateData (module docstring)."""
     private = frozenset(view.private)
-    if caller.admin or not private & (ROW_FLAGS | {"jobs"}):
+    if caller.admin or caller.user in view.admins or not private & (ROW_FLAGS | {"jobs"}):
         return Scope(None, None, ())
     jobs_of = caller.user if "jobs" in private else None
+    coordinated = view.roles.coordinators.get(caller.user or "", frozenset())
+    job_accounts = coordinated if "jobs" in private else frozenset()
     if not private & ROW_FLAGS:
-        return Scope(None, jobs_of, tuple(sorted(private)))
+        return Scope(None, jobs_of, tuple(sorted(private)), job_accounts)
     # a caller is an admin or a named user (identify): a nameless one would own nothing and see no row
     own = view.users.rows(caller.user or "")
     visible = np.zeros(view.n, dtype=bool)
@@ -177,4 +189,10 @@ def scope_for(view: View, caller: Caller) -> Scope:
         visible[own] = True  # ... and the caller's own associations
     else:  # accounts alone: the user associations of the visible accounts too
         visible |= tree.is_user & np.append(visible, False)[tree.parent]
-    return Scope(visible, jobs_of, tuple(sorted(private)))
+    for account in sorted(coordinated):  # every association of the account, and the path above it
+        rows = view.accounts.rows(account)
+        visible[rows] = True
+        for i in rows.tolist():
+            if tree.user[i] is None:
+                visible[view.path(i)] = True
+    return Scope(visible, jobs_of, tuple(sorted(private)), job_accounts)

@@ -168,7 +168,9 @@ class Api:
                 "age_seconds": max(0, int(self.clock()) - view.evaluated_at), "stale": last > view.number}
 
     def _whoami(self, view, last, caller: Caller, q: _Query) -> dict:
-        return {"cycle": self._cycle(view, last) if view else None, "user": caller.user, "admin": caller.admin,
+        # admin: the token, or root, SlurmUser or an operator, whom PrivateData never limits (identity.py)
+        admin = caller.admin or (view is not None and caller.user in view.admins)
+        return {"cycle": self._cycle(view, last) if view else None, "user": caller.user, "admin": admin,
                 "private": list(view.private) if view else None}
 
 
@@ -225,10 +227,10 @@ def _user_rows(view: View, scope: Scope, user: str):
 def _user(api, view: View, scope: Scope, caller, q: _Query, user: str):
     offset, limit = _page(q)
     rows, jobs = _user_rows(view, scope, user)
-    if not scope.job_visible(user):
-        if rows.size == 0:
-            raise _hidden(f"user {user[:64]!r}", scope)
-        jobs = jobs[:0]
+    jobs = jobs[[scope.job_visible(user, view.jobs.value("account", int(r))) for r in jobs.tolist()]] \
+        if jobs.size else jobs
+    if rows.size == 0 and jobs.size == 0:
+        raise _hidden(f"user {user[:64]!r}", scope)
     jobs = jobs[np.argsort(view.jobs.ints["job_id"][jobs], kind="stable")]  # by job id
     standing = [{**view.row(int(i)), "of": view.user_count, "path": _rows_json(view, view.path(int(i)))}
                 for i in rows]
@@ -241,7 +243,7 @@ def _job_row(view: View, scope: Scope, ref: str) -> int:
     row = view.jobs.find(ref)
     if row is None:
         raise Refused(404, f"no pending job {ref[:40]!r} in the last cycle")
-    if not scope.job_visible(view.jobs.value("user", row)):
+    if not scope.job_visible(view.jobs.value("user", row), view.jobs.value("account", row)):
         raise _hidden(f"job {ref[:40]}", scope)
     a = int(view.job_assoc[row])
     if a >= 0 and not scope.row_visible(a):
@@ -259,7 +261,8 @@ def _job(api, view: View, scope: Scope, caller, q: _Query, ref: str):
         out = explain_job(view, row)
         if scope.jobs_of is not None and out["queue"]:
             for side in ("ahead", "behind"):
-                out["queue"][side] = [e for e in out["queue"][side] if e["user"] == scope.jobs_of]
+                out["queue"][side] = [e for e in out["queue"][side]
+                                      if scope.job_visible(e["user"], e["account"])]
         return 200, out
     other_row = view.jobs.find(other)
     if other_row is not None:
@@ -311,14 +314,14 @@ def _history(api, view: View, scope: Scope, caller, q: _Query):
         raise BadParameter(f"parameter since: {since:g} is after until {until:g}")
     if user is not None:
         rows, _ = _user_rows(view, scope, user)
-        if not scope.job_visible(user):  # the series carry its pending-job counts
-            raise _hidden(f"user {user[:64]!r}'s pending jobs", scope)
         rows = [int(i) for i in rows if account is None or view.key(int(i))[0] == account]
+        if not all(scope.job_visible(user, view.key(i)[0]) for i in rows):  # the series count its jobs
+            raise _hidden(f"user {user[:64]!r}'s pending jobs", scope)
     elif account is not None:
         rows = [int(i) for i in view.accounts.rows(account) if view.key(int(i))[1] is None]
         if not rows:
             raise Refused(404, f"no account {account[:64]!r} in the last cycle")
-        if not scope.row_visible(rows[0]) or scope.jobs_of is not None:
+        if not scope.row_visible(rows[0]) or not scope.job_visible("", account):
             raise _hidden(f"account {account[:64]!r}", scope)
     else:
         raise BadParameter("parameter user: give user=U (and/or account=A)")

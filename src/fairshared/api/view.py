@@ -12,8 +12,9 @@ commands use; the scheduler's order of the whole queue, which they need, is sort
 from __future__ import annotations
 
 import math
+import pwd
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..cycle import CycleResult
 from ..engine import Params
 from ..engine.ranks import assoc_index, job_assoc
 from ..engine.result import Result
-from ..model import ClusterInfo
+from ..model import ClusterInfo, Roles
 from ..settings import ClusterSettings
 from .columns import JobTable, NameIndex
 
@@ -62,6 +63,10 @@ class View:
     has_details: bool
     sibling_order: str
     engine_params: Params
+    # PrivateData's exceptions: the users who see everything (root, SlurmUser, operators and
+    # administrators), and the coordinators (Roles: none when the source did not read them)
+    admins: frozenset[str] = frozenset({"root"})
+    roles: Roles = field(default_factory=Roles)
     cache: dict = field(default_factory=dict, repr=False)  # what answers compute once (answers.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the cache's
     sort_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the queue's one sort
@@ -168,8 +173,17 @@ def _subtree_end(tree, depth: np.ndarray) -> np.ndarray:
     return np.arange(tree.n, dtype=np.int64) + size
 
 
-def build_view(res: CycleResult, engine_params: Params) -> View:
-    """The view of a cycle that computed a result (``res.snapshot`` and ``res.result`` set)."""
+def _login_name(uid: int) -> str | None:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
+def build_view(res: CycleResult, engine_params: Params,
+               name_of_uid: Callable[[int], str | None] = _login_name) -> View:
+    """The view of a cycle that computed a result (``res.snapshot`` and ``res.result`` set);
+    ``name_of_uid`` names SlurmUser's uid (``pwd`` on this host, as slurmctld does)."""
     snap, result = res.snapshot, res.result
     if snap is None or result is None:  # ViewKeeper.publish builds none for such a cycle
         raise ValueError(f"cycle {res.number} ({res.outcome}) computed no result to view")
@@ -195,4 +209,14 @@ def build_view(res: CycleResult, engine_params: Params) -> View:
         jobs_by_user=NameIndex.build([jobs.values["user"][c] for c in jobs.codes["user"].tolist()]),
         settings=snap.settings, cluster=snap.cluster_info or ClusterInfo(),
         has_details=snap.cluster_info is not None, sibling_order=snap.sibling_order,
-        engine_params=engine_params)
+        engine_params=engine_params, admins=_admins(snap.settings, snap.roles, name_of_uid),
+        roles=snap.roles or Roles())
+
+
+def _admins(settings: ClusterSettings, roles: Roles | None, name_of_uid: Callable[[int], str | None]
+            ) -> frozenset[str]:
+    """Who PrivateData never limits (slurmctld's ``validate_operator``, assoc_mgr_get_shares): root,
+    SlurmUser, and the users whose AdminLevel is Operator or Administrator."""
+    names = {"root", *(roles.operators if roles else ())}
+    slurm_user = name_of_uid(settings.slurm_user_uid) if settings.slurm_user_uid is not None else None
+    return frozenset(names | {slurm_user} if slurm_user else names)

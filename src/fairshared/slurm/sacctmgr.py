@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import InputError
+from ..model import InputError, Roles
 
 
 def parse_sacctmgr_assoc(text: str, fields: list[str], where: str = "sacctmgr show assoc") -> list[dict]:
@@ -83,3 +83,28 @@ def parse_assoc_priorities(text: str, where: str = "sacctmgr show assoc WOPLimit
         out.append((int(row["id"]), row["account"], row["user"] or None, row["partition"] or None,
                     int(prio) if prio else None))
     return out
+
+
+# ``sacctmgr -nP show user withcoord format=...``: the columns of :func:`parse_user_roles`
+USER_ROLE_FIELDS = ["user", "adminlevel", "coordinators"]
+OPERATOR_LEVELS = ("Operator", "Administrator")  # slurmdb_admin_level_str; "None" and "Not Set" are not
+
+
+def parse_user_roles(text: str, where: str = "sacctmgr show user withcoord") -> Roles:
+    """``sacctmgr -nP show user withcoord format=user,adminlevel,coordinators`` → :class:`Roles`.
+
+    Coordinators print as ``acct1,acct2`` (sacctmgr_print_coord_list: sorted, direct and indirect
+    alike), empty for none.  An admin level sacctmgr does not print is an InputError naming the line:
+    a level we cannot read is never taken for "no privilege" silently."""
+    operators, coords = set(), {}
+    for row in parse_sacctmgr_assoc(text, USER_ROLE_FIELDS, where):
+        user, level = row["user"], row["adminlevel"].strip()
+        if level in OPERATOR_LEVELS:
+            operators.add(user)
+        elif level not in ("None", "Not Set", ""):
+            raise InputError(f"admin level {level!r} of user {user!r} is not one of None, Operator, "
+                             f"Administrator", where)
+        accounts = frozenset(a for a in row["coordinators"].split(",") if a)
+        if accounts:
+            coords[user] = accounts
+    return Roles(frozenset(operators), coords)

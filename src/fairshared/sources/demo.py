@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Shares, Snapshot
+from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Roles, Shares, Snapshot
 from ..records import AssocPriority
 from ..settings import ClusterSettings
 from ..usage import UsagePolicy
@@ -241,6 +241,7 @@ class DemoCluster:
         self.seed = seed
         # slurm.conf's PrivateData for this demo (tests of the API's privacy set it): () = none
         self.private_data = tuple(private_data)
+        self.roles: Roles | None = None  # the demo's operators and coordinators (tests set them)
         # push mode assoc_priority: the demo's slurm.conf counts each association's Priority
         # (ASSOC_SETTINGS), and what DemoAssocs wrote is kept by association id (TREE's index + 1)
         self.assoc_mode = assoc_mode
@@ -277,6 +278,8 @@ class DemoCluster:
                 snap = replace(snap, settings=ASSOC_SETTINGS)
             if self.private_data:
                 snap = replace(snap, settings=snap.settings.with_values(private_data=list(self.private_data)))
+            if self.roles is not None:
+                snap = replace(snap, roles=self.roles)
         return replace(snap, jobs=jobs)
 
     def assoc_rows(self) -> list[AssocPriority]:

@@ -201,5 +201,5 @@ class JobInfoCli:
             snap, cluster_info=cluster, jobs=job_list,
             last_calc=self.last_calc(extra["state_save_location"]),
             reported_fairshare=self.slurm_fairshare() if sshare else None,
-            warnings=warnings,
+            warnings=[*snap.warnings, *warnings],
         )

@@ -24,6 +24,10 @@ timeout, an error that names the command, each command once per read):
   :class:`~.base.SourceTimeout`);
 * ``sacctmgr -nP show assoc ... format=...,lft|lineage`` — the sibling order for the
   fallback;
+* ``sacctmgr -nP show user withcoord format=user,adminlevel,coordinators`` — the operators and
+  coordinators, read only where PrivateData hides something (the API's scopes need them); a failed
+  read is a warning, never a failed read of the tree: nobody is then an operator or coordinator
+  to the API, which shows less, never more;
 * ``squeue`` and ``sprio``                — the pending jobs and the SiteFactor each holds, and
   what push mode ``priority`` needs besides: read by :mod:`fairshared.sources.jobinfo_cli`.
 
@@ -38,11 +42,11 @@ import time
 from dataclasses import dataclass
 
 from ..engine.sibling_order import LFT, NAME, in_name_order, infer_lft_or_name
-from ..model import Association, Controllers, InputError, Job, Snapshot
+from ..model import Association, Controllers, InputError, Job, Roles, Snapshot
 from ..slurm.assoc_mgr import AssocRecord, parse_assoc_mgr
 from ..slurm.config import controllers as slurm_controllers
 from ..slurm.config import parse_config, priority_config
-from ..slurm.sacctmgr import parse_sacctmgr_assoc
+from ..slurm.sacctmgr import USER_ROLE_FIELDS, parse_sacctmgr_assoc, parse_user_roles
 from ..slurm.sshare import ID_FIELDS, ShareRow, parse_sshare, parse_sshare_ids
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
@@ -105,6 +109,11 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
             v = r[kind]
             order[key] = int(v) if kind == "lft" and v.isdigit() else v
         return kind, order
+
+    def roles(self) -> Roles:
+        """The operators and coordinators slurmdbd lists (:func:`~fairshared.slurm.sacctmgr.parse_user_roles`)."""
+        argv = ["sacctmgr", "-nP", "show", "user", "withcoord", f"format={','.join(USER_ROLE_FIELDS)}"]
+        return parse_user_roles(self.run(argv), " ".join(argv))
 
     def order_of_22_05(self, assocs: list[Association], reported: dict,
                        settings: ClusterSettings) -> tuple[list[Association], str]:
@@ -186,6 +195,12 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
         if kind == LFT:
             assocs, kind = self.order_of_22_05(assocs, reported, settings)
         del records, reported  # the parsed text goes before the jobs come (peak memory at 100,000 of each)
+        roles, warnings = None, []
+        if settings.private_data:  # only then does anybody see less than everything
+            try:
+                roles = self.roles()
+            except (SourceError, InputError) as exc:
+                warnings.append(f"operators and coordinators not read, the API treats them as users: {exc}")
         skipped: list[str] = []
         pending = self.pending_jobs(skipped) if jobs else []
         return Snapshot(
@@ -198,6 +213,8 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
             jobs=pending,
             skipped_rows=skipped,
             controllers=slurm_controllers(raw_config),
+            roles=roles,
+            warnings=warnings,
         )
 
 
