@@ -47,8 +47,8 @@ SERIES = tuple(int(x) for x in SLURM_VERSION.split(".")[:2])  # (25, 11)
 PARTITIONS = ("debug", "high")  # debug is the default partition
 PRIORITY_MODES = ("fair_tree", "classic")
 # up --settings: "site" adds the priority settings sites use, "rate-limit" slurmctld's per-user RPC
-# rate limit (see up)
-SETTINGS = ("default", "site", "rate-limit", "assoc-priority")
+# rate limit, "private" PrivateData=usage,jobs (see up)
+SETTINGS = ("default", "site", "rate-limit", "assoc-priority", "private")
 
 # First start may install Debian packages (apt-get update + install).
 UP_TIMEOUT = 2400.0  # a release built from source takes ~6 min on 2 cores, more when loaded
