@@ -7,338 +7,28 @@ naming the key (``push.mode: Input should be 'site_factor', 'nice', ...``).  Eve
 finite (``inf`` and ``nan`` are refused) and bounded as the command line bounds it: a value that
 parses must never stop the timer or fail every cycle.
 
+This module holds the root model (one attribute per section), reading a file into it, the
+command line's settings on top, and what a reload adopts.  The sections are in
+``config_sections.py``, the ``[http]`` section and its token in ``config_http.py``.
+
 See deploy/fairshared.toml for a commented example.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 
-from ..engine import ALGORITHMS
 from ..model import InputError
+from .config_http import HttpConfig
+from .config_sections import (AlgorithmConfig, ControllerConfig, HistoryConfig, LoggingConfig, MetricsConfig,
+                              PushConfig, ScheduleConfig, SourceConfig, StateConfig, UsageConfig, _Strict)
 
-DEFAULT_PORT = 9817
-DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
-MAX_TOKEN_FILE_BYTES = 64 * 1024  # the token is the file's one line: a bigger file is not a token file
 MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
-PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /metrics in any push mode
-MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
-MAX_PROXIES = 64  # http.proxies: a site has a few reverse proxies, not a network's worth of entries
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``[IPV6]:PORT`` → (host, port); raises ValueError naming what is wrong."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    if host.startswith("["):
-        if not host.endswith("]"):
-            raise ValueError(f"{text!r} is not HOST:PORT ([IPV6]:PORT for IPv6)")
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{host!r} is not an IPv6 address") from None
-    elif ":" in host:
-        raise ValueError(f"{text!r}: write an IPv6 address in brackets, [{host}]:{port}")
-    try:
-        p = int(port)
-    except ValueError:
-        raise ValueError(f"port {port!r} is not a number") from None
-    if not 0 <= p <= 65535:
-        raise ValueError(f"port {p} is out of range")
-    return host, p
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def resolves(host: str) -> bool:
-    """Whether ``host`` (a name or an address) resolves, asked only to word an error (a listen
-    address that is no address is not "not loopback")."""
-    try:
-        return bool(socket.getaddrinfo(host, None))
-    except (OSError, UnicodeError):
-        return False
-
-
-class _Strict(BaseModel):
-    # allow_inf_nan: TOML has inf and nan, and a float field would take them (period = inf stopped the
-    # timer; max_rate = inf failed every cycle)
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class SourceConfig(_Strict):
-    kind: Literal["auto", "cli", "pyslurm", "demo"] = "auto"
-    """auto = pyslurm if it can be imported, else Slurm's command-line tools."""
-    timeout: float = Field(60.0, gt=0, le=3600)
-    """Seconds each Slurm command (or pyslurm call) may take."""
-    bin_dir: str | None = None
-    """Directory holding sshare, scontrol, sacctmgr, squeue (default: $PATH)."""
-    demo_jobs: int | None = Field(None, ge=0, le=1_000_000)
-    """The demo source (kind = "demo" or --demo) only: keep this many pending jobs in the simulated
-    queue, a quarter of them replaced every period (a big cluster's queue, for benchmarks); default:
-    the small demo's own dozen."""
-
-
-class UsageConfig(_Strict):
-    origin: Literal["slurmctld", "accounting"] = "slurmctld"
-    """slurmctld = the decayed raw usage slurmctld keeps (what Slurm itself uses);
-    accounting = recomputed from slurmdbd's job records (sacct), fetched incrementally."""
-    model: Literal["slurm", "exact"] = "slurm"
-    """With origin = accounting: slurm = slurmctld's per-iteration decay; exact = the closed-form integral."""
-
-
-class AlgorithmConfig(_Strict):
-    name: Literal["classic", "fair_tree", "level_based"] | None = None
-    """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
-    dampening: float | None = Field(None, gt=0, le=65535)
-    """FairShareDampeningFactor for classic (default: the cluster's); at most 65535, as in slurm.conf."""
-    priority_levels: int | None = Field(None, ge=1, le=16)
-    """PriorityLevels for level_based (default: the depth of the tree)."""
-    zero_shares_best: bool = False
-    """level_based: reproduce 14.11's bug that gave 0-share associations the best bucket."""
-
-
-class ScheduleConfig(_Strict):
-    period: float | None = Field(None, gt=0, le=MAX_PERIOD)
-    """Seconds between cycles, at most a day (default: the cluster's PriorityCalcPeriod)."""
-    max_backoff: float = Field(600.0, gt=0, le=MAX_PERIOD)
-    """After failures, cycles are retried every period, doubled per failure up to this."""
-
-
-class PushConfig(_Strict):
-    mode: Literal["site_factor", "nice", "priority", "assoc_priority", "off"] = "site_factor"
-    """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; priority: the whole multifactor
-    priority with our F (fixes it: slurmctld stops recalculating); assoc_priority: each user
-    association's Priority = W·F in slurmdbd (no job update; a new job has it at submit; needs
-    PriorityWeightAssoc=1, PriorityFlags=NO_NORMAL_ASSOC, PriorityWeightFairshare=0); off: compute
-    and export only.  A changed mode (restart or reload) first takes back the old mode's values."""
-    weight: int | None = Field(None, ge=0, le=2147483645)
-    """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
-    dry_run: bool = False
-    """Compute and report what would be pushed, push nothing.  A reload ends a running dry run only
-    when the file says ``dry_run = false`` (never because the key is missing)."""
-    override_fixed: bool = False
-    """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
-    max_rate: float = Field(0, ge=0, le=1_000_000)
-    """Job updates per second at most (0: no limit of ours).  With slurmctld's rate limiting on
-    (SlurmctldParameters=rl_enable) and the daemon not SlurmUser or root, 80 % of its refill rate
-    applies too.  A cycle then pushes at most half a period's worth plus the bucket, the largest
-    changes first, and leaves the rest for the next cycles (logged, fairshared_push_deferred)."""
-    take_over: bool = False
-    """assoc_priority: also write associations that have a Priority fairshared did not write (their
-    values are kept in the push state, and 'fairshared undo' puts them back); default: refuse, naming them."""
-    levels: int = Field(1000, ge=0, le=1_000_000)
-    """site_factor, nice and assoc_priority: F is rounded to levels + 1 evenly spaced values before it is weighted,
-    so a drift smaller than a level updates no job (order is never inverted: a higher F never gets a
-    lower value); 0: W·F exactly.  Default 1000 from benchmarks/push_churn.py (README)."""
-
-
-class HttpConfig(_Strict):
-    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
-    """HOST:PORT for /metrics, /-/healthy, /-/ready, /-/status and POST /-/recompute; IPv6 as [::1]:PORT."""
-    token: str | None = Field(None, min_length=1)
-    """If set, POST /-/recompute requires 'Authorization: Bearer <token>'.  Prefer token_file."""
-    token_file: str | None = None
-    """A file holding the token, its one line (owned by the daemon's user or root, readable by no
-    other user; a file of more lines is refused, not a token file).  Under systemd, a file name without a '/' is looked
-    up in $CREDENTIALS_DIRECTORY (the shipped unit's LoadCredential=http-token:...)."""
-    allow_unauthenticated: bool = False
-    """A listen address that is not loopback needs a token unless this is true.  A reload that would
-    leave a running token behind needs it written in the file too (an empty or half-written file
-    never drops the token)."""
-    token_for_reads: bool | Literal["auto"] = "auto"
-    """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
-    auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
-    go to the network unasked), no on loopback; true / false: always / never."""
-    max_connections: int = Field(512, ge=1, le=10000)
-    """Open connections at most (never more than half the process's file-descriptor limit, so a cycle
-    always has descriptors left); past it new ones wait in the listen backlog, each given the slot
-    of the connection whose request has been arriving longest, else idle longest.  An open
-    connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
-    hundred slow connections do not hold the probes and scrapes in the backlog."""
-    backlog: int = Field(1024, ge=1, le=65535)
-    """The listen backlog: connections the kernel completes while the server has not yet taken them
-    (the kernel caps it at net.core.somaxconn: 4096 since Linux 5.4, 128 before).  With 128, the 200
-    slowloris connections of benchmarks/http_load.py, closed at their deadline together and
-    reconnecting together, overflowed it whenever the server's loop was held a moment, and the
-    kernel dropped whichever SYN came next: a probe among them was retried by its client 1 s later."""
-    timeout: int = Field(10, ge=1, le=3600)
-    """Seconds a connection may go with nothing moving before it is closed: idle (nothing received, no
-    request in progress), or its answer not read at all.  One limit for both directions: a client
-    that reads, however slowly, is answer_timeout's."""
-    request_timeout: float = Field(5.0, gt=0, le=600)
-    """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
-    body) from its first byte; a connection still sending after that is closed, however steadily
-    it trickles (slowloris).  Checked every second; a reload changes it at once."""
-    answer_timeout: float = Field(30.0, gt=0, le=3600)
-    """Seconds an answer may take to be sent whole from its first byte; a connection still receiving
-    it after that is closed, however steadily the client reads (a slow drip of /metrics held its
-    connection and that cycle's body as long as it kept reading).  Checked every second; a reload
-    changes it at once."""
-    recompute_wait: float = Field(300.0, gt=0, le=3600)
-    """Seconds POST /-/recompute waits for its cycle before answering 504."""
-    max_waiting: int = Field(2, ge=0, le=64)
-    """POST /-/recompute callers that may wait for their cycle at once; the others get 202 at once."""
-    min_interval: float = Field(5.0, ge=0, le=3600)
-    """Seconds at least between the start of a cycle and the start of a cycle asked for on demand
-    (POST /-/recompute, SIGUSR1, a reload): a request that comes sooner is merged into one cycle
-    that starts when the interval is over.  The timer's own cycles are not delayed."""
-    unhealthy_after: int = Field(5, ge=1)
-    """/-/healthy answers 503 after this many failed cycles in a row."""
-    proxies: list[str] = Field(default_factory=list, max_length=MAX_PROXIES)
-    """Addresses (or networks, 10.0.0.0/24) of the reverse proxies trusted to name the caller of
-    /api/v1/ in ``user_header`` (Open OnDemand, Apache or nginx with the site's login); empty by
-    default: the header is then refused from everywhere (403).  The proxy must set the header itself,
-    replacing any a browser sent."""
-    user_header: str = Field("X-Forwarded-User", min_length=1, max_length=64)
-    """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
-    explain_jobs: bool = False
-    """Read every pending job's priority inputs each cycle (squeue's and sprio's fields: ~2 s more at
-    100,000 jobs with the command-line source) so that /api/v1/jobs/ID and the page explain jobs in
-    every push mode; without it only push.mode 'priority' (which reads them anyway) explains jobs."""
-
-    @field_validator("proxies")
-    @classmethod
-    def _proxies(cls, v: list[str]) -> list[str]:
-        for text in v:
-            try:
-                ipaddress.ip_network(text.strip(), strict=False)
-            except ValueError:
-                raise ValueError(f"{text!r} is not an IP address or network") from None
-        return v
-
-    @field_validator("user_header")
-    @classmethod
-    def _header(cls, v: str) -> str:
-        if not all(c.isascii() and (c.isalnum() or c == "-") for c in v):
-            raise ValueError(f"{v!r} is not a header name (letters, digits and '-' only)")
-        return v
-
-    @field_validator("listen")
-    @classmethod
-    def _hostport(cls, v: str) -> str:
-        parse_listen(v)
-        return v
-
-    @model_validator(mode="after")
-    def _auth(self):
-        if self.token is not None and self.token_file is not None:
-            raise ValueError("set token or token_file, not both")
-        host, _ = parse_listen(self.listen)
-        if not (self.token or self.token_file or self.allow_unauthenticated or is_loopback(host)):
-            if not resolves(host):
-                raise ValueError(f"listen {self.listen!r}: {host!r} does not resolve to an address")
-            raise ValueError(f"listen {self.listen!r} is not loopback: set token_file (or token), "
-                             f"or allow_unauthenticated = true")
-        return self
-
-
-class MetricsConfig(_Strict):
-    per_job: bool | int = Field(PER_JOB_DEFAULT, ge=0)
-    """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
-    N jobs (the lowest job ids); default 5000, a budget of about 8 MB of /metrics in push.mode
-    priority (~1.5 KB a job; ~0.2 KB in the other modes): every job's at 50,000 pending jobs was
-    72 MB, formatted twice a cycle (16 s each on a 2-core head node) and over 1 GB of RSS.
-    Per-user and per-account pending-job counts are always exported.
-    The priority series (fairshared_job_priority*) exist only with push.mode = "priority"."""
-    associations: Literal["all", "accounts", "none"] = "all"
-    """Which associations get the per-association series (fairshared_association_*): all; the
-    accounts only (a tree of 100,000 associations is ~95 % users: its scrape would be ~100 MB); or
-    none.  Per-user and per-account pending-job counts are always exported."""
-
-
-class ControllerConfig(_Strict):
-    push_when: Literal["active", "always"] = "active"
-    """active: with several SlurmctldHost, push only while the slurmctld beside this daemon is the
-    one in control (checked before each push batch); always: push wherever this daemon runs (the one
-    fairshared of a cluster, on a machine that is not a head node)."""
-    host: str | None = Field(None, min_length=1)
-    """Which SlurmctldHost this daemon runs beside (its name as slurm.conf gives it); default: the
-    entry named like this machine, as slurmctld itself decides."""
-
-
-class LoggingConfig(_Strict):
-    format: Literal["auto", "json", "console"] = "auto"
-    """auto: JSON lines under systemd or when not on a terminal, short key=value lines on a terminal."""
-    level: Literal["debug", "info", "warning", "error"] = "info"
-
-
-class StateConfig(_Strict):
-    directory: str | None = None
-    """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state;
-    with --demo $XDG_STATE_HOME/fairshared-demo, i.e. ~/.local/state/fairshared-demo)."""
-    pid_file: str | None = None
-    """Written at start-up for `fairshared recompute --signal` (default: $RUNTIME_DIRECTORY/fairshared.pid)."""
-    audit_log: str | None = None
-    """Optional audit trail (default: none): after every cycle one JSON line is appended with
-    ``cycle``, ``started``/``finished`` (Unix time), ``outcome``, ``error``, ``algorithm``,
-    ``push_mode``, ``dry_run``, ``weight``; the snapshot behind it (null when the pull failed):
-    ``associations`` (count), ``digest`` (sha256 of the sorted association list),
-    ``assocs`` ([account, user, partition, parent, shares, usage, sibling order] each) and ``jobs``
-    ([job_id, user, account, partition, state, priority, nice, site_factor] each);
-    ``planned`` (how many updates were planned) and ``pushed`` (the updates Slurm accepted:
-    {job_id, field, old, new, contribution} each).  A line per cycle holds the whole tree:
-    meant for fault drills and audits, not for a big cluster's every cycle.  A write that
-    fails is logged, counted (``audit_records_lost`` in /-/status) and never fails the cycle, and
-    leaves no partial line; put it outside ``directory`` to keep it when
-    that disk is full."""
-
-    @field_validator("directory", "pid_file", "audit_log")
-    @classmethod
-    def _not_empty(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():  # "" used to mean the current directory, silently
-            raise ValueError("an empty path: leave the key out for the default")
-        return v
-
-
-class HistoryConfig(_Strict):
-    enabled: bool = True
-    """Keep every cycle's fair-share factor, rank, raw usage and pending jobs per user association in
-    an SQLite file (the API's /api/v1/history); false: write and read none (the file stays)."""
-    path: str | None = Field(None, min_length=1)
-    """The SQLite file (default: history.sqlite in state.directory; a relative path is taken from
-    state.directory).  Owned by the daemon's user and writable by nobody else, like the other state
-    files; a damaged one is set aside (NAME.bad-<unix time>) and a new one started."""
-    cycle_hours: float = Field(24.0, ge=2, le=744)
-    """Hours every cycle is kept at full resolution (2 hours to 31 days)."""
-    hourly_days: float = Field(31.0, ge=1, le=366)
-    """Days the hourly means are kept (1 to 366; not less than cycle_hours)."""
-    daily_days: float = Field(365.0, ge=1, le=3660)
-    """Days the daily means are kept (1 to 3660; not less than hourly_days)."""
-    reserve_mb: float = Field(64.0, ge=0, le=1_000_000)
-    """MiB the history leaves free on its file system (the state directory's, by default), so that the
-    push state always finds room: a write that would go below it is skipped and counted (reason
-    ``reserve``); the next cycle tries again."""
-
-    @model_validator(mode="after")
-    def _longer_when_coarser(self):
-        if self.hourly_days * 24 < self.cycle_hours:
-            raise ValueError(f"hourly_days ({self.hourly_days:g}) keeps hours for less time than cycle_hours "
-                             f"({self.cycle_hours:g}) keeps cycles")
-        if self.daily_days < self.hourly_days:
-            raise ValueError(f"daily_days ({self.daily_days:g}) keeps days for less time than hourly_days "
-                             f"({self.hourly_days:g}) keeps hours")
-        return self
-
-    def keep(self) -> dict[str, float]:
-        """Seconds each resolution is kept, by name (what fairshared.history takes)."""
-        return {"cycle": self.cycle_hours * 3600, "hour": self.hourly_days * 86400, "day": self.daily_days * 86400}
 
 
 class Config(_Strict):
@@ -499,78 +189,13 @@ def for_reload(running: Config, new: Config) -> tuple[Config, list[str]]:
 
 
 __all__ = [
-    "ALGORITHMS",
-    "DEFAULT_PORT",
     "DEMO_DEFAULTS",
     "Config",
     "changed_keys",
     "check_reload_drops",
     "config_from_dict",
     "for_reload",
-    "is_loopback",
     "load_config",
-    "parse_listen",
-    "reads_need_token",
-    "resolve_token",
     "restart_only",
     "with_overrides",
 ]
-
-
-def reads_need_token(http: HttpConfig, token: str | None) -> bool:
-    """Whether GET /metrics and /-/status need the token: ``http.token_for_reads``, with ``auto``
-    meaning "when the listener is not loopback"; never without a token."""
-    if not token:
-        return False
-    if http.token_for_reads == "auto":
-        return not is_loopback(parse_listen(http.listen)[0])
-    return bool(http.token_for_reads)
-
-
-def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
-    """The bearer token: ``http.token``, or the one line of ``http.token_file`` (a bare file name is
-    looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
-    the credential ``http-token`` when systemd passed one.  An empty or
-    unreadable file is an InputError naming it: the daemon never runs open by accident.  So is a file
-    others may read or write (mode o+r, o+w or g+w; group-readable is fine: a shared admin group),
-    one owned by a user other than this one or root (that user could set the token), anything but
-    a regular file, and a file of more than one line (not a token file: ``recompute --token-file
-    /etc/shadow`` as root would have sent its first line to any URL)."""
-
-    env = os.environ if env is None else env
-    if http.token is not None:
-        return http.token
-    creds = env.get("CREDENTIALS_DIRECTORY")
-    if http.token_file is None:
-        if creds and Path(creds, DEFAULT_CREDENTIAL).exists():  # the shipped unit's LoadCredential=
-            http = http.model_copy(update={"token_file": DEFAULT_CREDENTIAL})
-        else:
-            return None
-    path = Path(http.token_file)
-    if "/" not in http.token_file and creds:
-        path = Path(creds) / http.token_file
-    where = f"http.token_file {path}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            mode = stat.S_IMODE(st.st_mode)
-            if not stat.S_ISREG(st.st_mode):
-                raise InputError(f"is not a regular file (mode {stat.filemode(st.st_mode)})", where)
-            if st.st_uid not in (os.geteuid(), 0):
-                raise InputError(f"is owned by uid {st.st_uid}, neither this user ({os.geteuid()}) nor root: "
-                                 f"that user could set the token", where)
-            if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
-                # refused even when the token is right: every local user may have read (or set) it
-                raise InputError(f"mode {mode:04o} lets other users read or change the token: "
-                                 f"chmod 0600 it (and choose a new token)", where)
-            text = fh.read(MAX_TOKEN_FILE_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the token: {getattr(exc, 'strerror', None) or exc}", where) from None
-    lines = text.strip().splitlines()
-    if len(lines) > 1:
-        raise InputError("holds more than one line: not a token file (the token is its one line)", where)
-    token = lines[0].strip() if lines else ""
-    if not token:
-        raise InputError("the token file is empty", f"http.token_file {path}")
-    return token

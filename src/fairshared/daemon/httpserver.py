@@ -45,7 +45,7 @@ import waitress
 from waitress import wasyncore
 
 from ..model import InputError
-from .config import parse_listen
+from .config_http import parse_listen
 from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_late_answers, close_slow_requests,
                          close_stalled, evictable)
 

@@ -42,8 +42,8 @@ from ..sources.accounting import AccountingUsage
 from ..sources.demo import DemoSource
 from . import memory, sdnotify, statefiles
 from .planned import render_planned
-from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
-                     resolve_token, with_overrides)
+from .config import DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, with_overrides
+from .config_http import reads_need_token, resolve_token
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
 from .requests import CycleRequests
