@@ -72,7 +72,7 @@ def resolves(host: str) -> bool:
 class HttpConfig(_Strict):
     listen: str = f"127.0.0.1:{DEFAULT_PORT}"
     """HOST:PORT for /metrics, /-/healthy, /-/ready, /-/status and POST /-/recompute; IPv6 as [::1]:PORT."""
-    token: str | None = Field(None, min_length=1)
+    token: str | None = Field(default=None, min_length=1)
     """If set, POST /-/recompute requires 'Authorization: Bearer <token>'.  Prefer token_file."""
     token_file: str | None = None
     """A file holding the token, its one line (owned by the daemon's user or root, readable by no
@@ -86,47 +86,47 @@ class HttpConfig(_Strict):
     """Also require the token for GET /metrics and /-/status (/-/healthy and /-/ready stay open).
     auto: yes when a token is set and ``listen`` is not loopback (what the reads reveal should not
     go to the network unasked), no on loopback; true / false: always / never."""
-    max_connections: int = Field(512, ge=1, le=10000)
+    max_connections: int = Field(default=512, ge=1, le=10000)
     """Open connections at most (never more than half the process's file-descriptor limit, so a cycle
     always has descriptors left); past it new ones wait in the listen backlog, each given the slot
     of the connection whose request has been arriving longest, else idle longest.  An open
     connection costs a descriptor and a few KB, not a thread: the limit is high so that a few
     hundred slow connections do not hold the probes and scrapes in the backlog."""
-    backlog: int = Field(1024, ge=1, le=65535)
+    backlog: int = Field(default=1024, ge=1, le=65535)
     """The listen backlog: connections the kernel completes while the server has not yet taken them
     (the kernel caps it at net.core.somaxconn: 4096 since Linux 5.4, 128 before).  With 128, the 200
     slowloris connections of benchmarks/http_load.py, closed at their deadline together and
     reconnecting together, overflowed it whenever the server's loop was held a moment, and the
     kernel dropped whichever SYN came next: a probe among them was retried by its client 1 s later."""
-    timeout: int = Field(10, ge=1, le=3600)
+    timeout: int = Field(default=10, ge=1, le=3600)
     """Seconds a connection may go with nothing moving before it is closed: idle (nothing received, no
     request in progress), or its answer not read at all.  One limit for both directions: a client
     that reads, however slowly, is answer_timeout's."""
-    request_timeout: float = Field(5.0, gt=0, le=600)
+    request_timeout: float = Field(default=5.0, gt=0, le=600)
     """Seconds a request may take to arrive whole (request line and headers; no endpoint takes a
     body) from its first byte; a connection still sending after that is closed, however steadily
     it trickles (slowloris).  Checked every second; a reload changes it at once."""
-    answer_timeout: float = Field(30.0, gt=0, le=3600)
+    answer_timeout: float = Field(default=30.0, gt=0, le=3600)
     """Seconds an answer may take to be sent whole from its first byte; a connection still receiving
     it after that is closed, however steadily the client reads (a slow drip of /metrics held its
     connection and that cycle's body as long as it kept reading).  Checked every second; a reload
     changes it at once."""
-    recompute_wait: float = Field(300.0, gt=0, le=3600)
+    recompute_wait: float = Field(default=300.0, gt=0, le=3600)
     """Seconds POST /-/recompute waits for its cycle before answering 504."""
-    max_waiting: int = Field(2, ge=0, le=64)
+    max_waiting: int = Field(default=2, ge=0, le=64)
     """POST /-/recompute callers that may wait for their cycle at once; the others get 202 at once."""
-    min_interval: float = Field(5.0, ge=0, le=3600)
+    min_interval: float = Field(default=5.0, ge=0, le=3600)
     """Seconds at least between the start of a cycle and the start of a cycle asked for on demand
     (POST /-/recompute, SIGUSR1, a reload): a request that comes sooner is merged into one cycle
     that starts when the interval is over.  The timer's own cycles are not delayed."""
-    unhealthy_after: int = Field(5, ge=1)
+    unhealthy_after: int = Field(default=5, ge=1)
     """/-/healthy answers 503 after this many failed cycles in a row."""
     proxies: list[str] = Field(default_factory=list, max_length=MAX_PROXIES)
     """Addresses (or networks, 10.0.0.0/24) of the reverse proxies trusted to name the caller of
     /api/v1/ in ``user_header`` (Open OnDemand, Apache or nginx with the site's login); empty by
     default: the header is then refused from everywhere (403).  The proxy must set the header itself,
     replacing any a browser sent."""
-    user_header: str = Field("X-Forwarded-User", min_length=1, max_length=64)
+    user_header: str = Field(default="X-Forwarded-User", min_length=1, max_length=64)
     """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
     explain_jobs: bool = False
     """Read every pending job's priority inputs each cycle (squeue's and sprio's fields: ~2 s more at
@@ -157,7 +157,7 @@ class HttpConfig(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _auth(self):
+    def _auth(self) -> HttpConfig:
         if self.token is not None and self.token_file is not None:
             raise ValueError("set token or token_file, not both")
         host, _ = parse_listen(self.listen)
@@ -180,7 +180,7 @@ def reads_need_token(http: HttpConfig, token: str | None) -> bool:
     return bool(http.token_for_reads)
 
 
-def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
+def resolve_token(http: HttpConfig, env: Mapping[str, str] | None = None) -> str | None:
     """The bearer token: ``http.token``, or the one line of ``http.token_file`` (a bare file name is
     looked up in $CREDENTIALS_DIRECTORY, where systemd's LoadCredential= puts it); with neither,
     the credential ``http-token`` when systemd passed one.  An empty or
@@ -190,18 +190,19 @@ def resolve_token(http: HttpConfig, env: dict | None = None) -> str | None:
     a regular file, and a file of more than one line (not a token file: ``recompute --token-file
     /etc/shadow`` as root would have sent its first line to any URL)."""
 
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     if http.token is not None:
         return http.token
-    creds = env.get("CREDENTIALS_DIRECTORY")
-    if http.token_file is None:
+    creds = environ.get("CREDENTIALS_DIRECTORY")
+    name = http.token_file
+    if name is None:
         if creds and Path(creds, DEFAULT_CREDENTIAL).exists():  # the shipped unit's LoadCredential=
-            http = http.model_copy(update={"token_file": DEFAULT_CREDENTIAL})
+            name = DEFAULT_CREDENTIAL
         else:
             return None
-    path = Path(http.token_file)
-    if "/" not in http.token_file and creds:
-        path = Path(creds) / http.token_file
+    path = Path(name)
+    if "/" not in name and creds:
+        path = Path(creds) / name
     where = f"http.token_file {path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)

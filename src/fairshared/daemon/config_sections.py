@@ -18,6 +18,8 @@ MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityC
 
 
 class _Strict(BaseModel):
+    # Each field's default is written Field(default=...), not Field(...): a type checker reads a
+    # pydantic field's default from the keyword alone, and took every other field for required.
     # allow_inf_nan: TOML has inf and nan, and a float field would take them (period = inf stopped the
     # timer; max_rate = inf failed every cycle)
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -26,11 +28,11 @@ class _Strict(BaseModel):
 class SourceConfig(_Strict):
     kind: Literal["auto", "cli", "pyslurm", "demo"] = "auto"
     """auto = pyslurm if it can be imported, else Slurm's command-line tools."""
-    timeout: float = Field(60.0, gt=0, le=3600)
+    timeout: float = Field(default=60.0, gt=0, le=3600)
     """Seconds each Slurm command (or pyslurm call) may take."""
     bin_dir: str | None = None
     """Directory holding sshare, scontrol, sacctmgr, squeue (default: $PATH)."""
-    demo_jobs: int | None = Field(None, ge=0, le=1_000_000)
+    demo_jobs: int | None = Field(default=None, ge=0, le=1_000_000)
     """The demo source (kind = "demo" or --demo) only: keep this many pending jobs in the simulated
     queue, a quarter of them replaced every period (a big cluster's queue, for benchmarks); default:
     the small demo's own dozen."""
@@ -47,18 +49,18 @@ class UsageConfig(_Strict):
 class AlgorithmConfig(_Strict):
     name: Literal["classic", "fair_tree", "level_based"] | None = None
     """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
-    dampening: float | None = Field(None, gt=0, le=65535)
+    dampening: float | None = Field(default=None, gt=0, le=65535)
     """FairShareDampeningFactor for classic (default: the cluster's); at most 65535, as in slurm.conf."""
-    priority_levels: int | None = Field(None, ge=1, le=16)
+    priority_levels: int | None = Field(default=None, ge=1, le=16)
     """PriorityLevels for level_based (default: the depth of the tree)."""
     zero_shares_best: bool = False
     """level_based: reproduce 14.11's bug that gave 0-share associations the best bucket."""
 
 
 class ScheduleConfig(_Strict):
-    period: float | None = Field(None, gt=0, le=MAX_PERIOD)
+    period: float | None = Field(default=None, gt=0, le=MAX_PERIOD)
     """Seconds between cycles, at most a day (default: the cluster's PriorityCalcPeriod)."""
-    max_backoff: float = Field(600.0, gt=0, le=MAX_PERIOD)
+    max_backoff: float = Field(default=600.0, gt=0, le=MAX_PERIOD)
     """After failures, cycles are retried every period, doubled per failure up to this."""
 
 
@@ -69,14 +71,14 @@ class PushConfig(_Strict):
     association's Priority = W·F in slurmdbd (no job update; a new job has it at submit; needs
     PriorityWeightAssoc=1, PriorityFlags=NO_NORMAL_ASSOC, PriorityWeightFairshare=0); off: compute
     and export only.  A changed mode (restart or reload) first takes back the old mode's values."""
-    weight: int | None = Field(None, ge=0, le=2147483645)
+    weight: int | None = Field(default=None, ge=0, le=2147483645)
     """W, the weight of our fair-share factor (default: PriorityWeightFairshare, or 10000 if that is 0)."""
     dry_run: bool = False
     """Compute and report what would be pushed, push nothing.  A reload ends a running dry run only
     when the file says ``dry_run = false`` (never because the key is missing)."""
     override_fixed: bool = False
     """Also push to jobs whose priority an operator fixed (scontrol update priority=); default: leave them."""
-    max_rate: float = Field(0, ge=0, le=1_000_000)
+    max_rate: float = Field(default=0, ge=0, le=1_000_000)
     """Job updates per second at most (0: no limit of ours).  With slurmctld's rate limiting on
     (SlurmctldParameters=rl_enable) and the daemon not SlurmUser or root, 80 % of its refill rate
     applies too.  A cycle then pushes at most half a period's worth plus the bucket, the largest
@@ -84,14 +86,14 @@ class PushConfig(_Strict):
     take_over: bool = False
     """assoc_priority: also write associations that have a Priority fairshared did not write (their
     values are kept in the push state, and 'fairshared undo' puts them back); default: refuse, naming them."""
-    levels: int = Field(1000, ge=0, le=1_000_000)
+    levels: int = Field(default=1000, ge=0, le=1_000_000)
     """site_factor, nice and assoc_priority: F is rounded to levels + 1 evenly spaced values before it is weighted,
     so a drift smaller than a level updates no job (order is never inverted: a higher F never gets a
     lower value); 0: W·F exactly.  Default 1000 from benchmarks/push_churn.py (README)."""
 
 
 class MetricsConfig(_Strict):
-    per_job: bool | int = Field(PER_JOB_DEFAULT, ge=0)
+    per_job: bool | int = Field(default=PER_JOB_DEFAULT, ge=0)
     """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
     N jobs (the lowest job ids); default 5000, a budget of about 8 MB of /metrics in push.mode
     priority (~1.5 KB a job; ~0.2 KB in the other modes): every job's at 50,000 pending jobs was
@@ -109,7 +111,7 @@ class ControllerConfig(_Strict):
     """active: with several SlurmctldHost, push only while the slurmctld beside this daemon is the
     one in control (checked before each push batch); always: push wherever this daemon runs (the one
     fairshared of a cluster, on a machine that is not a head node)."""
-    host: str | None = Field(None, min_length=1)
+    host: str | None = Field(default=None, min_length=1)
     """Which SlurmctldHost this daemon runs beside (its name as slurm.conf gives it); default: the
     entry named like this machine, as slurmctld itself decides."""
 
@@ -152,23 +154,23 @@ class HistoryConfig(_Strict):
     enabled: bool = True
     """Keep every cycle's fair-share factor, rank, raw usage and pending jobs per user association in
     an SQLite file (the API's /api/v1/history); false: write and read none (the file stays)."""
-    path: str | None = Field(None, min_length=1)
+    path: str | None = Field(default=None, min_length=1)
     """The SQLite file (default: history.sqlite in state.directory; a relative path is taken from
     state.directory).  Owned by the daemon's user and writable by nobody else, like the other state
     files; a damaged one is set aside (NAME.bad-<unix time>) and a new one started."""
-    cycle_hours: float = Field(24.0, ge=2, le=744)
+    cycle_hours: float = Field(default=24.0, ge=2, le=744)
     """Hours every cycle is kept at full resolution (2 hours to 31 days)."""
-    hourly_days: float = Field(31.0, ge=1, le=366)
+    hourly_days: float = Field(default=31.0, ge=1, le=366)
     """Days the hourly means are kept (1 to 366; not less than cycle_hours)."""
-    daily_days: float = Field(365.0, ge=1, le=3660)
+    daily_days: float = Field(default=365.0, ge=1, le=3660)
     """Days the daily means are kept (1 to 3660; not less than hourly_days)."""
-    reserve_mb: float = Field(64.0, ge=0, le=1_000_000)
+    reserve_mb: float = Field(default=64.0, ge=0, le=1_000_000)
     """MiB the history leaves free on its file system (the state directory's, by default), so that the
     push state always finds room: a write that would go below it is skipped and counted (reason
     ``reserve``); the next cycle tries again."""
 
     @model_validator(mode="after")
-    def _longer_when_coarser(self):
+    def _longer_when_coarser(self) -> HistoryConfig:
         if self.hourly_days * 24 < self.cycle_hours:
             raise ValueError(f"hourly_days ({self.hourly_days:g}) keeps hours for less time than cycle_hours "
                              f"({self.cycle_hours:g}) keeps cycles")
