@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypedDict, Unpack
 
 import numpy as np
 
@@ -108,6 +108,21 @@ def report_bad(bad: Sequence[BadRecord], where: str, limit: int = 20) -> None:
 # --- the policy -----------------------------------------------------------------------------
 
 
+class PolicyFields(TypedDict, total=False):
+    """UsagePolicy's arguments by name: what :meth:`UsagePolicy.from_settings` sets and takes as overrides."""
+
+    half_life: float
+    calc_period: float
+    reset_period: str
+    timezone: str | None
+    billing_weights: Mapping[str, Mapping[str, float] | str]
+    max_tres: bool
+    max_tres_gres: bool
+    enforce_limits: bool
+    iteration_anchor: float
+    reset_at: float | None
+
+
 @dataclass(frozen=True)
 class UsagePolicy:
     """How usage accrues: slurm.conf's priority settings plus what slurmctld's state says.
@@ -134,8 +149,11 @@ class UsagePolicy:
     enforce_limits: bool = True
     iteration_anchor: float = 0.0
     reset_at: float | None = None
+    # what __post_init__ makes of the fields above (not arguments, not compared)
+    _weights: dict[str, Mapping[str, float]] = field(init=False, repr=False, compare=False)
+    _clock: LocalClock = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         period = str(self.reset_period).strip().upper()
         if period not in RESET_PERIODS:
             raise ValueError(f'Bad value "{self.reset_period}" for PriorityUsageResetPeriod')
@@ -149,17 +167,18 @@ class UsagePolicy:
         if period == "NOW" and self.reset_at is None:
             raise ValueError("PriorityUsageResetPeriod=NOW resets usage when slurmctld starts or is "
                              "reconfigured: the time of that reset (reset_at) is needed")
-        weights = {}
+        weights: dict[str, Mapping[str, float]] = {}
         for part, w in dict(self.billing_weights).items():
             weights[part] = parse_billing_weights(w, f"partition {part} TRESBillingWeights") \
                 if isinstance(w, str) or w is None else \
                 {str(k).lower(): float(v) for k, v in w.items()}
         object.__setattr__(self, "billing_weights", weights)
+        object.__setattr__(self, "_weights", weights)
         object.__setattr__(self, "_clock", LocalClock(self.timezone))
 
     @classmethod
     def from_settings(cls, settings: ClusterSettings, state: Mapping | None = None,
-                      **overrides) -> "UsagePolicy":
+                      **overrides: Unpack[PolicyFields]) -> "UsagePolicy":
         """From the cluster's settings and what the accounting sources read beside them (``state``,
         :func:`fairshared.sources.sacct.usage_settings`): ``tres_billing_weights`` ({partition:
         string}), ``priority_last_decay_ran`` and ``priority_last_reset`` (slurmctld's state file),
@@ -172,7 +191,7 @@ class UsagePolicy:
         reset_at = None
         if period == "NOW":
             reset_at = state.get("priority_last_reset") or state.get("boot_time")
-        kw = dict(
+        kw = PolicyFields(
             half_life=float(settings.half_life_seconds),
             calc_period=float(settings.calc_period_seconds or 300),
             reset_period=period,
@@ -188,7 +207,12 @@ class UsagePolicy:
 
     @property
     def clock(self) -> LocalClock:
-        return self._clock  # type: ignore[attr-defined]
+        return self._clock
+
+    @property
+    def tres_weights(self) -> Mapping[str, Mapping[str, float]]:
+        # billing_weights as __post_init__ parsed them: every partition's weights per unit (memory per MB)
+        return self._weights
 
     # -- decay ------------------------------------------------------------------------------
 
@@ -232,6 +256,7 @@ class UsagePolicy:
         back = {"DAILY": 3 * DAY, "WEEKLY": 3 * WEEK, "MONTHLY": 95 * DAY, "QUARTERLY": 370 * DAY,
                 "YEARLY": 3 * 366 * DAY}[period]
         nominal = calendar_reset(period, t - back, clock)  # a true boundary, well before t
+        assert nominal is not None, period  # DAILY .. YEARLY: each has a boundary
         it = self.first_iteration_at_or_after(nominal)
         last = it if it <= t else None
         nxt = slurm_next_reset(period, nominal, it, clock)

@@ -82,7 +82,7 @@ def charge_tree(associations: Sequence[Association], own: np.ndarray) -> np.ndar
 
 def _needed_tres(policy: UsagePolicy) -> list[str]:
     names = {"cpu"}
-    for w in policy.billing_weights.values():
+    for w in policy.tres_weights.values():
         names.update(k for k, v in w.items() if v != 0 and k != "billing")
     return sorted(names)
 
@@ -128,7 +128,7 @@ def compute_usage(records: Sequence[JobRecord], associations: Sequence[Associati
         aidx = np.fromiter((get(r.assoc, -1) for r in records), dtype=np.int64, count=n)
         miss = np.flatnonzero(aidx < 0)
         for i in miss:  # per-partition keys from the source fall back to the user's plain association
-            aidx[i] = resolve(records[i].assoc, records[i].partition)
+            aidx[i] = resolve(records[int(i)].assoc, records[int(i)].partition)
     start = np.fromiter((r.start for r in records), dtype=float, count=n)
     end = np.fromiter((np.nan if r.end is None else r.end for r in records), dtype=float, count=n)
     qf = np.fromiter((r.qos_usage_factor for r in records), dtype=float, count=n)
@@ -137,9 +137,9 @@ def compute_usage(records: Sequence[JobRecord], associations: Sequence[Associati
             for name in _needed_tres(policy)}
     # billable TRES, per partition's weights
     bill = billable_tres(tres, None)
-    if policy.billing_weights:
+    if policy.tres_weights:
         parts = [r.partition for r in records]
-        for part, w in policy.billing_weights.items():
+        for part, w in policy.tres_weights.items():
             sel = np.fromiter((p == part for p in parts), dtype=bool, count=n)
             if sel.any():
                 sub = {k: v[sel] for k, v in tres.items()}
