@@ -36,7 +36,8 @@ class _Hist:
         return _Hist(tuple(counts), self.total + v)
 
     def cumulative(self) -> list[tuple[str, float]]:
-        out, acc = [], 0
+        out: list[tuple[str, float]] = []
+        acc = 0
         for bound, c in zip((*map(str, DURATION_BUCKETS), "+Inf"), self.counts):
             acc += c
             out.append((bound, acc))
@@ -141,16 +142,18 @@ def view_families(v: _View) -> Iterator[Metric]:
                      "the cluster would count association priorities wrongly (the log names the slurm.conf "
                      "setting) or associations hold priorities fairshared did not write; else 0.",
                      [({}, v.push_blocked)])
-        yield _gauge("planned_association_priorities", "Association priorities the last cycle planned to "
-                     "write (in dry run: would have written).", [({}, v.assoc_planned)])
+        if v.assoc_planned is not None:  # publish sets it with push_blocked
+            yield _gauge("planned_association_priorities", "Association priorities the last cycle planned to "
+                         "write (in dry run: would have written).", [({}, v.assoc_planned)])
     if v.planned_updates is not None:
         yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                      "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
     if v.snapshot_associations is not None:
         yield _gauge("snapshot_associations", "Associations in the snapshot behind the current series.",
                      [({}, v.snapshot_associations)])
-        yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
-                     [({}, v.snapshot_pending_jobs)])
+        if v.snapshot_pending_jobs is not None:  # publish sets it with snapshot_associations
+            yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
+                         [({}, v.snapshot_pending_jobs)])
     if v.tree:
         g = GaugeMetricFamily(f"{NS}_association_info", "Constant 1 per association: its place in the tree "
                               "(parent = the parent account, \"\" for root; depth: root = 0).",
@@ -174,9 +177,9 @@ def view_families(v: _View) -> Iterator[Metric]:
             "(site_factor, nice or priority; in dry run: not written).",
             labels=[*JOB_LABELS, "field"])
         for a in v.jobs:
-            lv = [str(a.job_id), a.user, a.account, a.partition]
-            contrib.add_metric(lv, a.contribution)
-            pushed.add_metric([*lv, a.field], a.new)
+            job = [str(a.job_id), a.user, a.account, a.partition]
+            contrib.add_metric(job, a.contribution)
+            pushed.add_metric([*job, a.field], a.new)
         yield contrib
         yield pushed
     if v.priorities:
@@ -203,8 +206,8 @@ def view_families(v: _View) -> Iterator[Metric]:
                      "behind the current series.",
                      [({"account": a, "user": u}, n) for (a, u), n in v.pending_by_user])
         per_account: dict[str, int] = {}
-        for (a, _), n in v.pending_by_user:
-            per_account[a] = per_account.get(a, 0) + n
+        for (account, _), n in v.pending_by_user:
+            per_account[account] = per_account.get(account, 0) + n
         yield _gauge("account_pending_jobs", "Pending jobs charged to each account (its own users only, "
                      "not its sub-accounts'), in the snapshot behind the current series.",
                      [({"account": a}, n) for a, n in sorted(per_account.items())])

@@ -148,7 +148,8 @@ class Metrics:
         t0 = time.monotonic()
         with self._lock:
             old = self._view
-            fresh = cycle.result is not None and cycle.outcome in ("success", "push_failed")
+            result = cycle.result if cycle.outcome in ("success", "push_failed") else None
+            fresh = result is not None
             cycles = tuple((o, n + (o == cycle.outcome)) for o, n in old.cycles)
             if cycle.outcome not in dict(old.cycles):  # an outcome this module does not know: count it anyway
                 cycles += ((cycle.outcome, 1),)
@@ -179,7 +180,7 @@ class Metrics:
                 changes["assoc_planned"] = len(cycle.assoc_actions)
             elif cycle.push_mode != "assoc_priority":
                 changes["push_blocked"] = changes["assoc_planned"] = None
-            if fresh:
+            if result is not None:  # fresh
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
                 on = self.per_job is not False
@@ -199,10 +200,10 @@ class Metrics:
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
-                    assoc=association_samples(cycle.result, self.associations),
-                    tree=tree_labels(cycle.result.tree, self.associations),
+                    assoc=association_samples(result, self.associations),
+                    tree=tree_labels(result.tree, self.associations),
                     planned_updates=len(cycle.actions),
-                    snapshot_associations=cycle.result.tree.n,
+                    snapshot_associations=result.tree.n,
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
                     jobs=tuple(a for a in jobs if a.job_id in keep),
@@ -244,6 +245,7 @@ class Metrics:
         # another thread formats this format: the previous view's bytes meanwhile (never a wait,
         # so scrapes cannot pile up on HTTP threads behind a big render); the first ever waits
         if not lock.acquire(blocking=cached is None):
+            assert cached is not None  # a blocking acquire does not fail
             return cached[1]
         try:
             cached = self._rendered.get(ctype)
