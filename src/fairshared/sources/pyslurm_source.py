@@ -130,7 +130,8 @@ class PyslurmSource:
             return self.cluster
         settings = getattr(self.pyslurm, "settings", None)  # pyslurm/settings.pyx, set by slurm_init()
         if settings is None:
-            from pyslurm import settings  # noqa: PLC0415
+            from pyslurm import settings as loaded  # noqa: PLC0415
+            settings = loaded
         local = getattr(settings, "LOCAL_CLUSTER", None)
         ctld = cluster_settings.cluster_name
         if not local or local == UNKNOWN_CLUSTER:
