@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import operator
 from itertools import islice, repeat
+from typing import Literal
 
 import numpy as np
 
@@ -63,18 +64,18 @@ def _build_columns(associations: list[Association]) -> Tree | None:
     root = roots[0]
     # the direct parent, by input index: a user's account, an account's parent account
     parent = _lookup(index, account, n)
-    parent[accounts] = [index.get(p, -1) for p in parent_name.values()]
+    parent[accounts] = [-1 if p is None else index.get(p, -1) for p in parent_name.values()]
     if np.count_nonzero(parent < 0) != 1:  # an unknown account or parent account (root's is -1)
         return None
 
-    shares = _shares_column(shares_in, n)
-    if shares is None:
+    share_columns = _shares_column(shares_in, n)
+    if share_columns is None:
         return None
-    shares, use_parent = shares
-    usage = _usage_column(usage_in, n, is_user)
-    if usage is None:
+    shares, use_parent = share_columns
+    usage_columns = _usage_column(usage_in, n, is_user)
+    if usage_columns is None:
         return None
-    usage, missing = usage
+    usage, missing = usage_columns
     if _may_repeat(user, partition, parent, is_user, n):
         return None
     key = _sibling_key(order, parent, n)
@@ -215,7 +216,7 @@ def _may_repeat(user: list, partition: list, parent: np.ndarray, is_user: np.nda
     return bool((h[1:] == h[:-1]).any())
 
 
-def _sibling_key(order: list, parent: np.ndarray, n: int) -> np.ndarray | bool | None:
+def _sibling_key(order: list, parent: np.ndarray, n: int) -> np.ndarray | Literal[False] | None:
     """What sorts each account's children (stably, after the parent): False for input order (no
     order keys), else an int64 key, 0 for every child of an account one of whose children has no
     order key (kept in input order, as _build_checked's sort_siblings does); None for string keys

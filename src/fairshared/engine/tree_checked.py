@@ -71,7 +71,7 @@ def _build_checked(associations: list[Association]) -> Tree:
         kinds = {type(s.order) for s in sibs}
         if len(kinds) > 1:
             raise InputError("sibling order keys mix numbers and strings", where)
-        return sorted(sibs, key=lambda s: s.order)  # stable: equal keys keep input order
+        return sorted(sibs, key=_order_key)  # stable: equal keys keep input order
 
     ordered: list[Association] = []
     parent_idx: list[int] = []
@@ -113,6 +113,12 @@ def _build_checked(associations: list[Association]) -> Tree:
         fill_account_usage(tree, missing)
         _check_sums(tree, missing)
     return tree
+
+
+def _order_key(a: Association) -> int | str:
+    # the sibling order key of an association sort_siblings sorts: never None (those are kept in input order)
+    assert a.order is not None, a.label()
+    return a.order
 
 
 def _check_sums(tree: Tree, missing: np.ndarray) -> None:
