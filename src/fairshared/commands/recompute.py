@@ -64,7 +64,7 @@ def cmd_recompute(args: argparse.Namespace) -> int:
 
     from ..daemon.config import load_config
     from ..daemon.pidfile import signal_daemon
-    from ..daemon.service import pid_file, state_dir
+    from ..daemon.wiring import pid_file, state_dir
 
     cfg = load_config(args.config)
     if args.signal:
