@@ -192,9 +192,11 @@ class Service(ServiceCycles, ServiceReload):
 
     def _sleep(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds, returning early when a signal arrives (after run()'s set-up)."""
-        if select.select([self._wake_r], [], [], timeout)[0]:
+        wake = self._wake_r
+        assert wake is not None  # run() makes the wakeup socket before its loop sleeps
+        if select.select([wake], [], [], timeout)[0]:
             try:
-                while self._wake_r.recv(4096):
+                while wake.recv(4096):
                     pass
             except (BlockingIOError, InterruptedError):
                 pass
@@ -281,7 +283,8 @@ class Service(ServiceCycles, ServiceReload):
         # wait for a running cycle on the runner's lock; past the grace period it is abandoned
         # (its worker thread is a daemon thread; the push state is saved after every push).
         try:
-            self.scheduler.shutdown(wait=False)
+            if self.scheduler is not None:  # run() starts it before its loop, the one caller of shutdown()
+                self.scheduler.shutdown(wait=False)
         except Exception as exc:
             self.log.debug("scheduler shutdown", error=str(exc))
         if self.runner.lock.acquire(timeout=STOP_GRACE):

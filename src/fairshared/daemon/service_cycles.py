@@ -89,6 +89,7 @@ class ServiceCycles(ServiceShared):
         started = self.runner.started_at
         wait = 0.0 if started is None else started + self.config.http.min_interval - time.monotonic()
         when = {"trigger": "date", "run_date": datetime.now() + timedelta(seconds=wait)} if wait > 0 else {}
+        assert self.scheduler is not None  # trigger() asks for cycles only once run() started it
         self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None,
                                **when)
 
