@@ -53,8 +53,8 @@ from .runner import Runner, algorithm_for, period_for
 from .scheduler import Scheduler, make_scheduler
 from .service_cycles import ServiceCycles, _boot_clock
 from .service_reload import ServiceReload
-from .wiring import (check_source, make_assoc_writer, make_history, make_source_and_updater, pid_file, state_dir,
-                     usage_source)
+from .wiring import (check_source, make_assoc_writer, make_history, make_source_and_updater, pid_file,
+                     state_dir, usage_source)
 
 STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
 HTTP_GRACE = 5.0  # then requests in progress get this long
