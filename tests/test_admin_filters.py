@@ -11,7 +11,7 @@ from helpers import run
 from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.wiring import state_dir
-from fairshared.priority import PriorityParams
+from fairshared.settings import ClusterSettings
 from fairshared.priority_sprio import render_sprio_weights
 from fairshared.sources.demo import CONFIG
 
@@ -64,12 +64,12 @@ def test_sprio_weights_line_is_sprio_w(capsys):
                                            str(w["weight_jobsize"]), str(w["weight_partition"]),
                                            str(w["weight_qos"])]
     # byte for byte what Slurm 22.05's `sprio -w` printed on the test cluster (NOTES-live-22.05.md)
-    live = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_jobsize=1000, weight_partition=1000,
-                          weight_qos=1000)
+    live = ClusterSettings(weight_age=1000, weight_fairshare=10000, weight_jobsize=1000, weight_partition=1000,
+                           weight_qos=1000)
     assert render_sprio_weights(live) == (
         "          JOBID PARTITION   PRIORITY       SITE        AGE  FAIRSHARE    JOBSIZE  PARTITION        QOS\n"
         "        Weights                               1       1000      10000       1000       1000       1000\n")
-    tres = render_sprio_weights(PriorityParams(weight_assoc=5, weight_tres={"cpu": 1.0}), "CPU=1,Mem=2000,GRES/gpu=3000")
+    tres = render_sprio_weights(ClusterSettings(weight_assoc=5, weight_tres={"cpu": 1.0}), "CPU=1,Mem=2000,GRES/gpu=3000")
     assert tres.splitlines() == [
         "          JOBID PARTITION   PRIORITY       SITE      ASSOC                 TRES",
         "        Weights                               1          5 CPU=1,Mem=2000,GRES/",  # %.20T cuts it

@@ -19,7 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from fairshared.engine.decide import decide
 from fairshared.explain_json import explain_data
 from fairshared.explain_vs import explain_vs
-from fairshared.priority import PriorityParams
 from fairshared.usage import UsagePolicy
 from fairshared.whatif import recovery_report
 
@@ -138,7 +137,7 @@ def test_a_job_is_explained_as_explain_format_json_would(daemon):
         assert {k: v for k, v in out.items() if k != "cycle"} == json.loads(json.dumps(want)), j.job_id
     a, b = jobs[0], jobs[1]
     out = check(daemon, f"/api/v1/jobs/{a.job_id}?vs={b.job_id}")
-    want = explain_vs(result, snap.jobs, snap.cluster_info, PriorityParams.from_settings(snap.settings), now,
+    want = explain_vs(result, snap.jobs, snap.cluster_info, snap.settings, now,
                       str(a.job_id), str(b.job_id), sibling_order=snap.sibling_order,
                       dampening=params.dampening, priority_levels=params.priority_levels)
     assert {k: v for k, v in out.items() if k != "cycle"} == json.loads(json.dumps(want))

@@ -39,7 +39,8 @@ NAMES = {0: "foundation", 1: "core", 2: "adapters", 3: "applications", 4: "entry
 
 # same-layer imports between two entries that are allowed (all others of that layer are not)
 SIDEWAYS = {
-    ("slurm", "model"),  # Slurm's formats build model records; slurm/ imports nothing else
+    ("slurm", "model"),  # Slurm's formats build model records
+    ("slurm", "settings"),  # scontrol show config's FairShareDampeningFactor by settings.dampening_factor's rule
     ("model", "settings"),  # a Snapshot carries the cluster's ClusterSettings
     ("pyslurm_loader", "records"),  # raises records.SourceError
     ("commands", "daemon"),  # run starts the daemon, recompute reads its config and pid file

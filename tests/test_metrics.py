@@ -60,11 +60,12 @@ ACTIONS = [
 def job_priorities(fairshare: dict[str, float]) -> list:
     """priority.Factors of jobs 101 (u1) and 102 (u4) as push.mode priority computes them."""
     from fairshared.model import ClusterInfo, PartitionInfo
-    from fairshared.priority import PriorityParams, job_priority
+    from fairshared.priority import job_priority
+    from fairshared.settings import ClusterSettings
 
     cluster = ClusterInfo(partitions={"debug": PartitionInfo("debug"), "gpu": PartitionInfo("gpu", 2)},
                           qos_priority={"normal": 10})
-    params = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_partition=500, weight_qos=100)
+    params = ClusterSettings(weight_age=1000, weight_fairshare=10000, weight_partition=500, weight_qos=100)
     now = 1_700_000_000
     out = []
     for j in (Job(101, "u1", "a", "debug", accrue_time=now - 3600, qos="normal"),

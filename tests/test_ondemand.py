@@ -2,9 +2,10 @@
 
 The app (deploy/ondemand/fairshared/passenger_wsgi.py) runs here under waitress on loopback (mounted
 at OnDemand's /pun/sys/fairshared where it matters), as Passenger would run it in a user's PUN:
-first in front of a recording server (what reaches the
-daemon, exactly), then in front of the real demo daemon configured to believe 127.0.0.1's user
-header, which must see the PUN's user and nobody else.
+first in front of a recording server (what reaches the daemon, exactly), then in front of the real
+demo daemon, which must see the PUN's user and nobody else: by a MUNGE credential (the default; a
+munged of the test's own, tests/munge_helpers.py) and, in the header mode, by 127.0.0.1's user
+header.  tests/test_ondemand_pun.py runs the same app in a real nginx and Passenger.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from munge_helpers import munged  # noqa: F401  (a fixture: the test's own munged)
 
 APP_DIR = Path(__file__).resolve().parent.parent / "deploy" / "ondemand" / "fairshared"
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -121,8 +124,40 @@ def recorder():
     srv.server_close()
 
 
-def test_the_daemon_gets_the_puns_user_and_nothing_the_browser_said_about_itself(serve_app, recorder):
-    port = serve_app({"FAIRSHARED_URL": f"http://127.0.0.1:{recorder.server_address[1]}"})
+def test_the_daemon_gets_the_puns_credential_and_nothing_the_browser_said_about_itself(serve_app, recorder,
+                                                                                        munged):
+    """By default the app proves its uid with a MUNGE credential made for the one request it forwards
+    (api/munge.py's payload); a browser's own credential or user header never reaches the daemon; the
+    page and its files need none and get none."""
+    from fairshared.api.munge import HEADER, Unmunge, payload_for
+
+    port = serve_app({"FAIRSHARED_URL": f"http://127.0.0.1:{recorder.server_address[1]}",
+                      "FAIRSHARED_MUNGE_SOCKET": munged.socket})
+    browser_cred = munged.mint(payload_for("/api/v1/users/alice", "x=1%202"))
+    status, headers, body = request(port, "/api/v1/users/alice?x=1%202", headers={
+        "X-Forwarded-User": "alice", HEADER: browser_cred, "Cookie": "mod_auth_openidc_session=secret",
+        "Accept": "application/json"})
+    assert (status, json.loads(body)) == (200, {"ok": True})
+    assert request(port, "/static/app.js")[0] == 200
+    [(_, path, seen), (_, static, seen_static)] = recorder.seen
+    assert path == "/api/v1/users/alice?x=1%202" and static == "/static/app.js"
+    assert {k.lower() for k in seen} == {"host", "accept", "accept-encoding", HEADER.lower()}, seen
+    assert HEADER not in seen_static and "X-Forwarded-User" not in seen_static
+    assert seen[HEADER] != browser_cred
+    assert Unmunge(munged.socket).uid(seen[HEADER], payload_for("/api/v1/users/alice", "x=1%202")) == os.getuid()
+    # where munge cannot make one, the user learns why, in one line, and nothing is forwarded
+    port = serve_app({"FAIRSHARED_URL": f"http://127.0.0.1:{recorder.server_address[1]}",
+                      "FAIRSHARED_MUNGE_SOCKET": "/nonexistent/munge.socket"})
+    status, _, body = request(port, "/api/v1/whoami")
+    assert status == 502 and body.decode().count("\n") == 1
+    assert body.decode().startswith("fairshared app: cannot prove who you are to the daemon: munge: Error: "
+                                    "Failed to access \"/nonexistent/munge.socket\""), body
+    assert len(recorder.seen) == 2
+
+
+def test_in_header_mode_the_daemon_gets_the_puns_user_and_nothing_the_browser_said(serve_app, recorder):
+    port = serve_app({"FAIRSHARED_URL": f"http://127.0.0.1:{recorder.server_address[1]}",
+                      "FAIRSHARED_IDENTITY": "header"})
     status, headers, body = request(port, "/api/v1/users/alice?x=1%202", headers={
         "X-Forwarded-User": "alice", "X_Forwarded_User": "alice", "Cookie": "mod_auth_openidc_session=secret",
         "Authorization": "Bearer stolen", "Accept": "application/json", "X-Remote-User": "alice"})
@@ -137,7 +172,7 @@ def test_the_daemon_gets_the_puns_user_and_nothing_the_browser_said_about_itself
 
 def test_the_header_name_is_the_daemons_and_only_get_and_head_pass(serve_app, recorder):
     port = serve_app({"FAIRSHARED_URL": f"http://127.0.0.1:{recorder.server_address[1]}/",
-                      "FAIRSHARED_USER_HEADER": "X-Remote-User"})
+                      "FAIRSHARED_USER_HEADER": "X-Remote-User", "FAIRSHARED_IDENTITY": "header"})
     assert request(port, "/", headers={"X-Remote-User": "alice"})[0] == 200
     assert request(port, "/-/recompute", method="POST")[0] == 405
     assert request(port, "/static/app.js", method="HEAD")[0] == 200
@@ -153,11 +188,13 @@ def test_no_daemon_is_one_line_naming_it(serve_app):
     from daemon_proc import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
-    status, _, body = request(serve_app({"FAIRSHARED_URL": url}), "/api/v1/whoami")
+    status, _, body = request(serve_app({"FAIRSHARED_URL": url, "FAIRSHARED_IDENTITY": "header"}), "/api/v1/whoami")
     assert status == 502 and body.decode().count("\n") == 1
     assert f"cannot reach the daemon at {url}" in body.decode()
     status, _, body = request(serve_app({}), "/")
     assert status == 500 and "FAIRSHARED_URL is not set" in body.decode()
+    status, _, body = request(serve_app({"FAIRSHARED_URL": url, "FAIRSHARED_IDENTITY": "name"}), "/")
+    assert (status, body) == (500, b"fairshared app: FAIRSHARED_IDENTITY is 'name', not munge or header\n")
 
 
 def test_settings_come_from_the_environment_then_the_env_file(tmp_path):
@@ -178,6 +215,11 @@ def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
     assert b"".join(body) == b""
     assert seen == [("301 Moved Permanently",
                      {"Location": "/pun/sys/fairshared/?user=alice", "Content-Length": "0"})]
+    # Passenger's way (tests/test_ondemand_pun.py): PATH_INFO "/" for the bare prefix, REQUEST_URI tells
+    body = app({"REQUEST_METHOD": "GET", "SCRIPT_NAME": "/pun/sys/fairshared", "PATH_INFO": "/",
+                "REQUEST_URI": "/pun/sys/fairshared?user=alice", "QUERY_STRING": "user=alice"},
+               lambda status, headers: seen.append((status, dict(headers))))
+    assert b"".join(body) == b"" and seen[-1] == seen[0]
 
 
 # -- in front of the real demo daemon, which believes 127.0.0.1's header ------------------------------
@@ -185,14 +227,20 @@ def test_the_apps_own_address_without_its_slash_is_sent_to_it_with_one():
 PREFIX = "/pun/sys/fairshared"  # where OnDemand serves a system app named fairshared
 
 
-@pytest.fixture
-def ood(tmp_path):
-    """The demo daemon (in this process, its real HTTP server) with ``http.proxies = ["127.0.0.1"]`` and
-    PrivateData=usage,jobs, and the app in front of it under waitress at OnDemand's prefix."""
+@pytest.fixture(params=["munge", "header"])
+def ood(request, tmp_path, munged):
+    """The demo daemon (in this process, its real HTTP server) with PrivateData=usage,jobs, and the app
+    in front of it under waitress at OnDemand's prefix: proving its uid with MUNGE (the daemon with
+    no ``http.proxies``, its munged the test's), or naming its user in the header the daemon believes
+    from ``http.proxies = ["127.0.0.1"]``."""
     from api_helpers import api_daemon
 
-    with api_daemon(tmp_path, http={"proxies": ["127.0.0.1"]}, private=("usage", "jobs")) as d:
-        app = load_app_module().make_app({"FAIRSHARED_URL": f"http://127.0.0.1:{d.port}"})
+    mode = request.param
+    http = {"munge_socket": munged.socket} if mode == "munge" else {"proxies": ["127.0.0.1"], "munge": False}
+    with api_daemon(tmp_path, http=http, private=("usage", "jobs")) as d:
+        app = load_app_module().make_app({"FAIRSHARED_URL": f"http://127.0.0.1:{d.port}",
+                                          "FAIRSHARED_IDENTITY": mode, "FAIRSHARED_MUNGE_SOCKET": munged.socket})
+        d.mode = mode
         srv = serve_wsgi(at_prefix(app, PREFIX))
         d.app_port = srv.address[1]
         try:
@@ -206,7 +254,8 @@ def through_app(d, path: str, headers: dict | None = None) -> tuple[int, dict, b
 
 
 def test_the_daemon_sees_the_puns_user_whatever_the_browser_claims(ood):
-    claims = ({}, {"X-Forwarded-User": "alice"}, {"X-Forwarded-User": "alice", "X_Forwarded_User": "bob"})
+    claims = ({}, {"X-Forwarded-User": "alice"}, {"X-Forwarded-User": "alice", "X_Forwarded_User": "bob"},
+              {"X-Fairshared-Munge": "MUNGE:forged:"})
     for claimed in claims:
         status, _, body = through_app(ood, "/api/v1/whoami", claimed)
         assert status == 200, body
@@ -223,10 +272,25 @@ def test_the_daemon_sees_the_puns_user_whatever_the_browser_claims(ood):
         assert status == 200 and [a["account"] for a in json.loads(body)["associations"]] == ["root"]
 
 
+@pytest.mark.parametrize("ood", ["munge"], indirect=True)
+def test_with_munge_no_process_on_the_ondemand_host_can_name_another_user(ood, munged):
+    """MUNGE: the daemon believes munged's uid, not an address; a header sent straight to it by a
+    process on the OnDemand host (127.0.0.1 here) names nobody: the daemon has no http.proxies."""
+    from fairshared.api.munge import HEADER, payload_for
+
+    status, body, _ = ood.get("/api/v1/whoami", headers={"X-Forwarded-User": "alice"})
+    assert status == 403 and "not in http.proxies" in json.loads(body)["error"]
+    cred = munged.mint(payload_for("/api/v1/whoami"))
+    status, body, _ = ood.get("/api/v1/whoami", headers={HEADER: cred, "X-Forwarded-User": "alice"})
+    assert (status, json.loads(body)["error"]) == (
+        403, f"X-Forwarded-User names 'alice' but the MUNGE credential is {ME!r}'s")
+
+
+@pytest.mark.parametrize("ood", ["header"], indirect=True)
 def test_the_trust_model_s_limit_every_process_on_the_proxy_host_is_believed(ood):
-    """What deploy/ondemand/README.md says: the daemon sees an address, not a process.  From the proxy's
-    address a header is believed whoever sent it; from any other (127.0.0.2 plays another host) it is
-    refused."""
+    """What deploy/ondemand/README.md says of the header mode: the daemon sees an address, not a
+    process.  From the proxy's address a header is believed whoever sent it; from any other
+    (127.0.0.2 plays another host) it is refused."""
     status, body, _ = ood.get("/api/v1/whoami", headers={"X-Forwarded-User": "alice"})
     assert (status, json.loads(body)["user"]) == (200, "alice")
     status, body, _ = ood.get("/api/v1/whoami", headers={"X-Forwarded-User": "alice"}, source="127.0.0.2")
@@ -265,4 +329,5 @@ def test_the_example_files_agree_the_daemons_config_loads_and_the_app_finds_its_
     cfg = load_config(here / "fairshared.toml")
     app = load_app_module().settings({}, str(here / "env"))
     assert app == {"FAIRSHARED_URL": f"http://{cfg.http.listen}"}  # the commented keys stay defaults
-    assert cfg.http.proxies and cfg.http.user_header == "X-Forwarded-User" and cfg.http.token_file
+    # MUNGE by default: no proxy is trusted, the token stays the admin's
+    assert cfg.http.munge and not cfg.http.proxies and cfg.http.token_file

@@ -15,7 +15,6 @@ from fakes import NODE_LINE, PARTITION_LINE, SPRIO_OUT, SQUEUE_OUT, FakeCli, fak
 from fairshared import priority as P
 from fairshared import priority_sprio as S
 from fairshared.model import ClusterInfo, InputError, Job, PartitionInfo
-from fairshared.priority import PriorityParams
 from fairshared.settings import ClusterSettings, slurm_priority_flags
 from fairshared.slurm.tres import parse_tres_weights
 from fairshared.slurm.units import INFINITE
@@ -30,8 +29,8 @@ HIGH = PartitionInfo("high", priority_job_factor=10, max_time=100,
                      tres={"cpu": 400, "mem": 65536, "node": 4, "billing": 800, "gres/gpu": 8})
 CLUSTER = ClusterInfo(partitions={"debug": DEBUG, "high": HIGH}, qos_priority={"normal": 0, "lo": 10, "hi": 40},
                       node_count=4, cpu_count=400, assoc_priority_max=8)
-WEIGHTS = PriorityParams(weight_age=1000, weight_fairshare=10000, weight_jobsize=1000, weight_partition=1000,
-                         weight_qos=1000, max_age=86400)
+WEIGHTS = ClusterSettings(weight_age=1000, weight_fairshare=10000, weight_jobsize=1000, weight_partition=1000,
+                          weight_qos=1000, max_age_seconds=86400)
 
 
 def job(**kw) -> Job:
@@ -74,12 +73,13 @@ def settings_of(raw: dict) -> ClusterSettings:
 def test_params_from_settings_and_overrides():
     cfg = {"weight_age": 1000, "weight_fairshare": 10000, "max_age_seconds": 3600, "favor_small": True,
            "priority_flags": ["NO_NORMAL_ALL"], "weight_tres": {"cpu": 1.0}, "weight_tres_exact": {"mem": 0.5}}
-    p = PriorityParams.from_settings(ClusterSettings.from_dict(cfg))
-    assert (p.weight_age, p.weight_fairshare, p.weight_qos, p.max_age, p.favor_small) == (1000, 10000, 0, 3600, True)
-    assert p.weight_tres == {"mem": 0.5}  # the unit-aware weights win
+    p = ClusterSettings.from_dict(cfg)
+    w = p.weights
+    assert (w["age"], w["fairshare"], w["qos"], p.max_age_seconds, p.favor_small) == (1000, 10000, 0, 3600, True)
+    assert p.tres_weights == {"mem": 0.5}  # the unit-aware weights win
     assert p.flags == frozenset(P.NO_NORMAL)
     q = p.with_weights({"fairshare": 5, "tres:gres/gpu": 7})
-    assert (q.weight_fairshare, q.weight_age, q.weight_tres) == (5, 1000, {"mem": 0.5, "gres/gpu": 7.0})
+    assert (q.weights["fairshare"], q.weights["age"], q.tres_weights) == (5, 1000, {"mem": 0.5, "gres/gpu": 7.0})
     with pytest.raises(ValueError):
         p.with_weights({"bogus": 1})
 
@@ -101,13 +101,13 @@ def test_jobsize_favor_large_small_and_relative_to_time():
     # favor large: (2/4 + 250/400) / 2 = (0.5 + 0.625) / 2 = 0.5625
     assert P.jobsize_factor(j, CLUSTER, WEIGHTS) == 0.5625
     # PriorityFavorSmall: ((4−2)/4 + (400−250)/400) / 2 = (0.5 + 0.375) / 2 = 0.4375
-    small = PriorityParams(favor_small=True)
+    small = ClusterSettings(favor_small=True)
     assert P.jobsize_factor(j, CLUSTER, small) == 0.4375
     # SMALL_RELATIVE_TO_TIME: max(2·400/4 = 200, 250) = 250 CPUs; / 50 min = 5; / 400 CPUs = 0.0125
-    rel = PriorityParams(flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    rel = ClusterSettings(priority_flags=("SMALL_RELATIVE_TO_TIME",))
     assert P.jobsize_factor(j, CLUSTER, rel) == pytest.approx(0.0125, abs=1e-15)
     # ... and with PriorityFavorSmall: 1 − 0.0125 = 0.9875
-    rel_small = PriorityParams(favor_small=True, flags=frozenset({"SMALL_RELATIVE_TO_TIME"}))
+    rel_small = ClusterSettings(favor_small=True, priority_flags=("SMALL_RELATIVE_TO_TIME",))
     assert P.jobsize_factor(j, CLUSTER, rel_small) == pytest.approx(0.9875, abs=1e-15)
     # no time limit of its own: the partition's MaxTime (high: 100 min): 250 / 100 / 400 = 0.00625
     j2 = job(min_nodes=2, cpus=250, time_limit=None)
@@ -124,7 +124,7 @@ def test_jobsize_favor_large_small_and_relative_to_time():
 def test_partition_qos_assoc_factors_normalised_or_raw():
     assert P.partition_factor(DEBUG, CLUSTER, WEIGHTS) == 0.1  # 1 / max(1, 10)
     assert P.partition_factor(HIGH, CLUSTER, WEIGHTS) == 1.0
-    raw = PriorityParams(flags=slurm_priority_flags("NO_NORMAL_ALL"))
+    raw = ClusterSettings(priority_flags=("NO_NORMAL_ALL",))
     assert P.partition_factor(HIGH, CLUSTER, raw) == 10.0
     assert P.partition_factor(PartitionInfo("zero", priority_job_factor=0), CLUSTER, WEIGHTS) == 0.0
     assert P.qos_factor("lo", CLUSTER, WEIGHTS) == 0.25  # 10 / 40
@@ -137,11 +137,11 @@ def test_partition_qos_assoc_factors_normalised_or_raw():
 
 
 def test_tres_factors():
-    params = PriorityParams(weight_tres={"cpu": 1000.0, "mem": 500.0, "gres/gpu": 2000.0})
+    params = ClusterSettings(weight_tres={"cpu": 1000.0, "mem": 500.0, "gres/gpu": 2000.0})
     j = job(tres={"cpu": 100, "mem": 16384, "node": 1, "gres/gpu": 2})
     # cpu 100/400 = 0.25, mem 16384/65536 = 0.25, gpu 2/8 = 0.25; listed in TRES order, gres last
     assert P.tres_factors(j, DEBUG, params) == {"cpu": 0.25, "mem": 0.25, "gres/gpu": 0.25}
-    raw = PriorityParams(weight_tres=params.weight_tres, flags=frozenset({"NO_NORMAL_TRES"}))
+    raw = ClusterSettings(weight_tres=params.weight_tres, priority_flags=("NO_NORMAL_TRES",))
     assert P.tres_factors(j, DEBUG, raw) == {"cpu": 100.0, "mem": 16384.0, "gres/gpu": 2.0}
     # a partition without GPUs: factor 0 (not a division by zero)
     nogpu = PartitionInfo("cpu", tres={"cpu": 400, "mem": 65536})
@@ -177,7 +177,7 @@ def test_whole_priority_by_hand():
 
 
 def test_tres_and_assoc_in_the_sum():
-    params = PriorityParams(weight_assoc=2000, weight_tres={"cpu": 1000.0, "gres/gpu": 4000.0}, max_age=86400)
+    params = ClusterSettings(weight_assoc=2000, weight_tres={"cpu": 1000.0, "gres/gpu": 4000.0}, max_age_seconds=86400)
     j = job(tres={"cpu": 100, "gres/gpu": 2}, assoc_priority=6, accrue_time=0)
     # assoc 6/8 = 0.75 → 1500; cpu 100/400 = 0.25 → 250; gpu 2/8 = 0.25 → 1000; nothing else weighted
     # = 1500 + 250 + 1000 = 2750
@@ -244,14 +244,14 @@ def test_multi_partition_rows_and_tier_order():
 def test_sprio_priority_is_not_clamped_but_the_jobs_is():
     # site +2147483645 and nice −2147483645 add 2·2147483645 = 4294967290; + fs 1.0·10000 = 4294977290
     j = job(site_factor=2147483645, nice=-2147483645, accrue_time=0, cpus=0, min_nodes=0)
-    params = PriorityParams(weight_fairshare=10000)
+    params = ClusterSettings(weight_fairshare=10000)
     assert P.job_priority(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294967295
     assert S.sprio_rows(j, 1.0, CLUSTER, params, NOW)[0].priority == 4294977290
 
 
 def test_rounding_half_even_and_truncation():
     # fair-share 1/32 · 10000 = 312.5 exactly: %.0f rounds half to even → 312; 3/32 → 937.5 → 938
-    params = PriorityParams(weight_fairshare=10000)
+    params = ClusterSettings(weight_fairshare=10000)
     j = job(accrue_time=0, cpus=0, min_nodes=0)
     assert S.sprio_rows(j, 1 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 312
     assert S.sprio_rows(j, 3 / 32, CLUSTER, params, NOW)[0].as_json()["fairshare"] == 938
@@ -269,12 +269,12 @@ def test_which_jobs_sprio_lists():
     assert S.listed_by_sprio(job(), WEIGHTS, NOW)
     assert not S.listed_by_sprio(job(priority=0), WEIGHTS, NOW)  # held
     assert not S.listed_by_sprio(job(state="RUNNING"), WEIGHTS, NOW)
-    running = PriorityParams(flags=frozenset({"CALCULATE_RUNNING"}))
+    running = ClusterSettings(priority_flags=("CALCULATE_RUNNING",))
     assert S.listed_by_sprio(job(state="RUNNING"), running, NOW)
     later = job(eligible_time=NOW + 3600)  # --begin in the future
     assert not S.listed_by_sprio(later, WEIGHTS, NOW)
     # ACCRUE_ALWAYS: the submit time decides instead of the begin time
-    assert S.listed_by_sprio(later, PriorityParams(flags=frozenset({"ACCRUE_ALWAYS"})), NOW)
+    assert S.listed_by_sprio(later, ClusterSettings(priority_flags=("ACCRUE_ALWAYS",)), NOW)
     rows = S.sprio([job(job_id=7), job(job_id=3, priority=0), job(job_id=5)], lambda j: 0.0, CLUSTER, WEIGHTS, NOW)
     assert [r.job_id for r in rows] == [5, 7]  # held job 3 left out; sorted by job id
 
@@ -415,7 +415,7 @@ def test_read_puts_it_all_together(tmp_path):
     assert pi.last_calc == 1795326900
     # NO_NORMAL_ALL in scontrol's output, NO_NORMAL_QOS in slurm.conf: slurm.conf wins
     assert pi.settings.priority_flags == ("NO_NORMAL_QOS",) and not pi.warnings
-    assert PriorityParams.from_settings(pi.settings).flags == {"NO_NORMAL_QOS"}
+    assert pi.settings.flags == {"NO_NORMAL_QOS"}
     assert pi.cluster_info.assoc_priority_max == 6 and pi.cluster_info.cpu_count == 4096
     j48, j49, _ = pi.jobs
     assert (j48.site_factor, j48.direct_set_prio, j48.assoc_priority) == (300, False, 6)
@@ -427,7 +427,7 @@ def test_read_puts_it_all_together(tmp_path):
     conf.unlink()
     pi = cli.snapshot(details=True)
     assert pi.warnings and "NO_NORMAL_ALL" in pi.warnings[0]
-    assert PriorityParams.from_settings(pi.settings).flags == frozenset(P.NO_NORMAL)
+    assert pi.settings.flags == frozenset(P.NO_NORMAL)
 
 
 def test_a_failing_command_is_named():
@@ -498,8 +498,8 @@ def test_no_normal_flags_are_named_from_25_11(tmp_path):
     # 25.11.7 and 26.05.3 print NO_NORMAL_ALL only when all four are set, each by name otherwise
     raw = parse_config(config_text("25.11.7", "NO_NORMAL_QOS", "/nonexistent/slurm.conf"))
     assert priority_config_extra(raw)["no_normal_ambiguous"] is False
-    assert PriorityParams.from_settings(settings_of(raw)).flags == {"NO_NORMAL_QOS"}
+    assert settings_of(raw).flags == {"NO_NORMAL_QOS"}
     raw = parse_config(config_text("26.05.3", "NO_NORMAL_ALL", "/nonexistent/slurm.conf"))
     assert priority_config_extra(raw)["no_normal_ambiguous"] is False
     assert jc.no_normal_flags(raw, settings_of(raw), None) == (["NO_NORMAL_ALL"], None)
-    assert PriorityParams.from_settings(settings_of(raw)).flags == frozenset(P.NO_NORMAL)
+    assert settings_of(raw).flags == frozenset(P.NO_NORMAL)

@@ -195,7 +195,7 @@ def test_config_keys_and_units_match_the_command_line_source(pyslurm, backend):
         "priority_weight_qos": 3,
         "priority_weight_tres": "CPU=1000,Mem=0.5,GRES/gpu=3000",  # 0.5 stays a str in pyslurm
         "accounting_storage_enforce": "associations,limits,qos",
-        "fs_dampening_factor": 0,  # u16_parse -> None; Slurm's default is 1
+        "fs_dampening_factor": 1,  # what slurmctld holds when slurm.conf leaves it out
         "site_factor_plugin": None,
     })
     got = source().snapshot(jobs=False).settings.to_dict()
@@ -214,6 +214,16 @@ def test_config_keys_and_units_match_the_command_line_source(pyslurm, backend):
     assert got["calc_period_seconds"] == 120 and got["half_life_seconds"] == 0
     assert got["weight_tres"] == {"cpu": 1000.0, "mem": 0.5, "gres/gpu": 3000.0}
     assert got["accounting_storage_enforce"] == ["associations", "limits", "qos"]
+
+
+def test_config_dampening_0_reads_as_scontrol_prints_it(pyslurm, backend):
+    """u16_parse turns slurmctld's 0 into None, which was read as 1 while scontrol show config said 0;
+    INFINITE16 (slurm.conf's UNLIMITED) comes back as "UNLIMITED", 65535 in scontrol."""
+    backend.conf["fs_dampening_factor"] = 0
+    assert source().snapshot(jobs=False).settings.dampening == 0
+    assert priority_config({"FairShareDampeningFactor": "0"})["dampening"] == 0
+    backend.conf["fs_dampening_factor"] = 0xFFFF
+    assert source().snapshot(jobs=False).settings.dampening == 0xFFFF
 
 
 def test_config_tres_weights_with_units_as_the_command_line_source_reads_them(pyslurm, backend):

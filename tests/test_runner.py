@@ -397,3 +397,22 @@ def test_publishers_get_the_whole_cycle_and_a_failing_one_fails_nothing(tmp_path
     assert got.snapshot is not None and got.result is not None  # whole, before kept() drops them
     assert sorted(u for u in got.result.tree.user if u) == ["busy", "idle"]
     assert r.last.snapshot is None  # what the runner keeps is still the small record
+
+
+def test_a_cycle_that_raises_before_its_record_exists_is_a_failed_cycle_not_a_crash(tmp_path, monkeypatch):
+    """A bug raised before the cycle's record was made (here: in the push mode's lookup) still ends
+    as a failed cycle: the record _raised makes has no algorithm known yet (a TypeError before)."""
+    import fairshared.daemon.runner as runner_module
+
+    def broken(name):
+        raise LookupError(f"no push mode {name!r} (a bug)")
+
+    q = Queue(jobs())
+    r = runner(q, tmp_path)
+    monkeypatch.setattr(runner_module, "mode_for", broken)
+    res = r.cycle()
+    assert (res.outcome, res.error, res.algorithm) == (
+        "pull_failed", "pull: LookupError(\"no push mode 'site_factor' (a bug)\")", "")
+    assert q.applied == [] and r.failures == 1 and r.status()["outcome"] == "pull_failed"
+    monkeypatch.undo()
+    assert r.cycle().pushed == 2  # the next cycle goes on

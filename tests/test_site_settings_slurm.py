@@ -32,7 +32,6 @@ from test_sprio_slurm import _cells_of_json, _cells_of_sprio, _read_both
 from test_usage_slurm import usage_against_slurmctld, wait_sacct_ends
 
 from fairshared.engine import Params, build_tree, compute
-from fairshared.priority import PriorityParams
 from fairshared.sources.sacct import SacctJobs, sacct_env
 from fairshared.sources.slurm_cli import SlurmCli
 
@@ -99,10 +98,9 @@ def test_the_site_settings_are_read_as_slurm_runs_them(site):
     """What the daemon reads (``scontrol show config``, and slurm.conf where 22.05 prints
     NO_NORMAL_ALL for one NO_NORMAL_* flag) is what slurm.conf sets."""
     cfg = SlurmCli(env=site["info"].env, timeout=60).snapshot(details=True).settings
-    params = PriorityParams.from_settings(cfg)
-    assert params.flags == {"MAX_TRES", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"}, cfg.priority_flags
-    assert params.favor_small is True
-    assert params.weight_tres["cpu"] == 1000 and set(params.weight_tres) == {"cpu", "mem"}
+    assert cfg.flags == {"MAX_TRES", "SMALL_RELATIVE_TO_TIME", "NO_NORMAL_QOS"}, cfg.priority_flags
+    assert cfg.favor_small is True
+    assert cfg.tres_weights["cpu"] == 1000 and set(cfg.tres_weights) == {"cpu", "mem"}
     assert cfg.dampening == 3
     assert cfg.usage_reset_period == "WEEKLY"
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from .engine.ranks import fairshare_of
 from .engine.result import Result
 from .model import ClusterInfo, Snapshot
-from .priority import FACTOR_NAMES, Factors, PriorityParams, job_priority
+from .priority import FACTOR_NAMES, Factors, job_priority
 from .priority_sprio import listed_by_sprio
+from .settings import ClusterSettings
 
 IN_TEXT = {"age": "age", "assoc": "association", "fairshare": "fair-share", "jobsize": "job size",
            "partition": "partition", "qos": "QOS"}
@@ -42,14 +43,24 @@ def utc(ts: int) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def queue_entries(pi: Snapshot, result: Result, params: PriorityParams, now: int) -> list[Factors]:
+def details(pi: Snapshot) -> ClusterInfo:
+    """``pi.cluster_info``: what the job priority needs, which every reader of it asks for (a read
+    with details, or :meth:`~fairshared.model.Snapshot.with_empty_details`); ValueError when a
+    snapshot without them reaches the job priority, a mistake of the caller's."""
+    if pi.cluster_info is None:
+        raise ValueError("the job priority needs a snapshot read with details (no cluster info)")
+    return pi.cluster_info
+
+
+def queue_entries(pi: Snapshot, result: Result, settings: ClusterSettings, now: int) -> list[Factors]:
     """Every (job, partition) the scheduler would consider, in its order (:func:`queue_key`)."""
     fs = fairshare_of(result)
+    cluster = details(pi)
     entries: list[Factors] = []
     for j in pi.jobs:
-        if listed_by_sprio(j, params, now):
-            entries.extend(job_priority(j, fs(j), pi.cluster_info, params, now))
-    return sorted(entries, key=queue_key(pi.cluster_info))
+        if listed_by_sprio(j, settings, now):
+            entries.extend(job_priority(j, fs(j), cluster, settings, now))
+    return sorted(entries, key=queue_key(cluster))
 
 
 def queue_key(cluster: ClusterInfo) -> Callable[[Factors], tuple]:

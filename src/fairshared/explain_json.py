@@ -9,15 +9,16 @@ core, below both.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from .engine.ranks import assoc_index, fairshare_of, job_assoc
+from .engine.ranks import AssocIndex, assoc_index, fairshare_of, job_assoc
 from .engine.result import Result
-from .explain_common import find_job, queue_entries, why
+from .explain_common import details, find_job, queue_entries, why
 from .model import InputError, Job, Snapshot
-from .priority import Factors, PriorityParams, job_priority
+from .priority import Factors, job_priority
 from .priority_sprio import listed_by_sprio
+from .settings import ClusterSettings
 
 
 class QueuePlace(NamedTuple):
@@ -36,9 +37,9 @@ def _num(x) -> float | str | None:
     return None if math.isnan(v) else "inf" if math.isinf(v) else v
 
 
-def _row(f: Factors, params: PriorityParams) -> dict:
+def _row(f: Factors, settings: ClusterSettings) -> dict:
     return {"partition": f.partition, "qos": f.qos, "priority": f.priority, "total": f.total,
-            "operator_set": f.direct, "factors": dict(f.factors), "weights": params.weights(),
+            "operator_set": f.direct, "factors": dict(f.factors), "weights": dict(settings.weights),
             "weighted": dict(f.weighted), "tres": dict(f.tres), "tres_weighted": dict(f.tres_weighted),
             "site": f.site, "nice": f.nice}
 
@@ -88,7 +89,7 @@ def queue_place(entries: Sequence[Factors], job: Job, neighbours: int = 3) -> Qu
 
 def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str,
                  neighbours: int = 3, queue: Callable[[Job, int], QueuePlace | None] | None = None,
-                 index: Mapping[tuple, int] | None = None) -> dict:
+                 index: AssocIndex | None = None) -> dict:
     """What ``explain JOBID`` says, as data: the job, its priority per partition with every factor,
     the fair-share path from root, its place in the queue and the jobs just ahead and behind.
 
@@ -96,16 +97,16 @@ def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str
     whole queue of ``pi`` (the daemon's API passes its own, over an order it sorted once per cycle,
     and ``pi`` then needs to hold only the job itself).  ``index``: the associations by key, as
     :func:`~fairshared.engine.ranks.assoc_index` gives them (built here when None: ~0.1 s at 100,000)."""
-    params = PriorityParams.from_settings(pi.settings)
+    settings = pi.settings
     job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     index = assoc_index(result) if index is None else index
     i = job_assoc(job, index)
     fs = fairshare_of(result, index)
-    rows = job_priority(job, fs(job), pi.cluster_info, params, now)
+    rows = job_priority(job, fs(job), details(pi), settings, now)
     if queue is None:
-        place = queue_place(queue_entries(pi, result, params, now), job, neighbours)
+        place = queue_place(queue_entries(pi, result, settings, now), job, neighbours)
     else:
         place = queue(job, neighbours)
     queue_part = None
@@ -124,8 +125,8 @@ def explain_data(pi: Snapshot, job_ref: str, result: Result, now: int, when: str
         "algorithm": result.algorithm,
         "evaluated_at": now,
         "evaluated_at_is": when,
-        "listed_by_sprio": listed_by_sprio(job, params, now),
-        "priorities": [_row(f, params) for f in rows],
+        "listed_by_sprio": listed_by_sprio(job, settings, now),
+        "priorities": [_row(f, settings) for f in rows],
         "fairshare": {"factor": fs(job), "association_found": i is not None,
                       "rank": int(result.user_ranks()[i]) if i is not None else None,
                       "user_associations": users, "path": _path(result, i)},

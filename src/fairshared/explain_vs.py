@@ -24,19 +24,19 @@ figures that decide the order and says which one decided it:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from .engine import fair_tree, level_based
 
 # job_assoc/assoc_index: where they live today (a command module); they belong beside Result
-from .engine.ranks import assoc_index, job_assoc
+from .engine.ranks import AssocIndex, assoc_index, job_assoc
 from .engine.result import Result
 from .explain_common import find_job
 from .model import ClusterInfo, InputError, Job
-from .priority import PriorityParams
 from .priority_sprio import SprioRow, listed_by_sprio, sprio_rows
+from .settings import ClusterSettings
 
 # The order of tied siblings in Fair Tree's stable sort, per sibling-order kind (engine/sibling_order.py)
 TIE_ORDER = {
@@ -57,7 +57,7 @@ POINT_COLUMNS = (("fairshare", "fair-share"), ("age", "age"), ("jobsize", "job s
 
 
 def resolve(ref: str, jobs: Sequence[Job], result: Result, *, job_only: bool = False,
-            index: Mapping[tuple, int] | None = None) -> dict:
+            index: AssocIndex | None = None) -> dict:
     """A side of the comparison: a job (by id or display id), else USER[:ACCOUNT], an association.
 
     Raises :class:`InputError` naming ``ref`` when it is neither, or when USER alone is in several
@@ -224,6 +224,8 @@ def level_based_part(result: Result, a: int, b: int, priority_levels: int | None
             x = int(tree.parent[x])
         return None
 
+    if result.fs_raw is None:  # every level_based Result has it
+        raise ValueError("level_based_part needs a level_based result (FSRaw)")
     raw_a, raw_b = int(result.fs_raw[a]), int(result.fs_raw[b])
     levels = []
     first_diff = None
@@ -263,9 +265,9 @@ def point_differences(ra: SprioRow, rb: SprioRow) -> dict:
 # --- the comparison ------------------------------------------------------------------------------------
 
 
-def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params: PriorityParams, now: int,
+def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, settings: ClusterSettings, now: int,
                ref_a: str, ref_b: str, *, sibling_order: str = "input", dampening: float = 1.0,
-               priority_levels: int | None = None, index: Mapping[tuple, int] | None = None) -> dict:
+               priority_levels: int | None = None, index: AssocIndex | None = None) -> dict:
     """Why ``ref_a`` ranks above or below ``ref_b`` under ``result``'s algorithm, as a JSON-ready dict.
 
     ``higher`` is the side ``fairshared sprio`` puts first (larger PRIORITY) when both are jobs,
@@ -283,8 +285,8 @@ def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params
         out[key]["fairshare"] = f
         if side["index"] is not None:
             out[key]["rank"] = int(result.user_ranks()[side["index"]])
-    out["fairshare"] = {"weight": params.weight_fairshare, "difference": fa - fb,
-                        "points": params.weight_fairshare * (fa - fb)}
+    out["fairshare"] = {"weight": settings.weights["fairshare"], "difference": fa - fb,
+                        "points": settings.weights["fairshare"] * (fa - fb)}
     ia, ib = A["index"], B["index"]
     if ia is None or ib is None:
         out["detail"] = None  # a job without an association: fair-share factor 0, nothing to trace
@@ -296,13 +298,13 @@ def explain_vs(result: Result, jobs: Sequence[Job], cluster: ClusterInfo, params
         out["detail"] = level_based_part(result, ia, ib, priority_levels)
     out["points"] = None
     if A["job"] is not None and B["job"] is not None:
-        ra = sprio_rows(A["job"], fa, cluster, params, now)[0]  # the job's own row (first partition × QOS)
-        rb = sprio_rows(B["job"], fb, cluster, params, now)[0]
+        ra = sprio_rows(A["job"], fa, cluster, settings, now)[0]  # the job's own row (first partition × QOS)
+        rb = sprio_rows(B["job"], fb, cluster, settings, now)[0]
         pts = point_differences(ra, rb)
         pts["a_priority"], pts["b_priority"] = ra.priority, rb.priority
         pts["a_partition"], pts["b_partition"] = ra.partition, rb.partition
-        pts["listed_by_sprio"] = {"a": listed_by_sprio(A["job"], params, now),
-                                  "b": listed_by_sprio(B["job"], params, now)}
+        pts["listed_by_sprio"] = {"a": listed_by_sprio(A["job"], settings, now),
+                                  "b": listed_by_sprio(B["job"], settings, now)}
         pts["operator_set"] = [j.job_id for j in (A["job"], B["job"]) if j.direct_set_prio and j.priority > 0]
         out["points"] = pts
         diff = pts["total"]

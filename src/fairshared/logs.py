@@ -16,6 +16,7 @@ import os
 import sys
 
 import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 ALWAYS = object()
 # event -> keys its console line leaves out: ALWAYS, or while they hold the value given
@@ -32,9 +33,9 @@ def under_systemd() -> bool:
     return bool(os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"))
 
 
-def console_short(logger, method_name: str, event_dict: dict) -> dict:
+def console_short(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
     """Console only: drop the keys CONSOLE_QUIET names; seconds (``*_s``) to the millisecond."""
-    quiet = CONSOLE_QUIET.get(event_dict.get("event"), {})
+    quiet = CONSOLE_QUIET.get(event_dict.get("event", ""), {})
     for key, usual in quiet.items():
         if key in event_dict and (usual is ALWAYS or event_dict[key] == usual):
             del event_dict[key]
@@ -49,17 +50,18 @@ def configure(fmt: str = "auto", level: str = "info", stream=None) -> None:
     stream = stream or sys.stderr
     if fmt == "auto":
         fmt = "json" if under_systemd() or not stream.isatty() else "console"
+    renderer: Processor
     if fmt == "json":
         renderer = structlog.processors.JSONRenderer(sort_keys=False)
         stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     else:
         plain = structlog.dev.ConsoleRenderer(colors=False, sort_keys=False, pad_event_to=0, pad_level=False)
 
-        def renderer(logger, method_name, event_dict):
+        def renderer(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
             return plain(logger, method_name, console_short(logger, method_name, event_dict))
 
         stamp = structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
-    shared = [structlog.processors.add_log_level, stamp]
+    shared: list[Processor] = [structlog.processors.add_log_level, stamp]
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(LEVELS[level]),
@@ -80,5 +82,5 @@ def configure(fmt: str = "auto", level: str = "info", stream=None) -> None:
     root.setLevel(logging.WARNING)
 
 
-def get_logger(**bind):
+def get_logger(**bind: object) -> FilteringBoundLogger:
     return structlog.get_logger("fairshared").bind(**bind)

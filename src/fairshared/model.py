@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Union
+from typing import Literal, Union, overload
 
 from .settings import ClusterSettings
 
@@ -108,8 +108,14 @@ def check_shares(value: object, where: str) -> Shares:
 USAGE_MAX = float(2**64 - 1)  # sshare's RawUsage is (uint64_t) usage_raw: ~5e15 core-hours
 
 
+@overload
+def check_usage(value: object, where: str, *, allow_none: Literal[False] = False) -> float: ...
+@overload
+def check_usage(value: object, where: str, *, allow_none: bool) -> float | None: ...
+
+
 def check_usage(value: object, where: str, *, allow_none: bool = False) -> float | None:
-    """Validate a raw usage value: a finite number >= 0."""
+    """Validate a raw usage value: a finite number >= 0 (None too, with ``allow_none``)."""
     if value is None:
         if allow_none:
             return None

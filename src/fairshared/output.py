@@ -118,7 +118,7 @@ def selected(result: Result, users: list[str] | None = None, accounts: list[str]
     u = {x.lower() for x in users} if users else None
     a = {x.lower() for x in accounts} if accounts else None
     return [i for i in range(t.n)
-            if (u is None or t.user[i] is None or t.user[i].lower() in u)
+            if (u is None or (user := t.user[i]) is None or user.lower() in u)
             and (a is None or t.account[i].lower() in a)]
 
 

@@ -144,8 +144,9 @@ class PushState:
         return cls(mode, jobs, assocs)
 
 
-def user_factors(result: Result) -> dict[tuple[str, str, str | None], float]:
-    """Fair-share factor of every user association, keyed (account, user, partition)."""
+def user_factors(result: Result) -> dict[tuple[str, str | None, str | None], float]:
+    """Fair-share factor of every user association, keyed (account, user, partition) as
+    Association.key is (the user is never None here: user rows only)."""
     t = result.tree
     users = np.flatnonzero(t.is_user)
     return {(t.account[i], t.user[i], t.partition[i]): float(result.fairshare[i]) for i in users}

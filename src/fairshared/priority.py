@@ -56,10 +56,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .model import DEFAULT_TRES_ORDER, ClusterInfo, Job, PartitionInfo
-from .settings import NO_NORMAL, ClusterSettings, slurm_priority_flags  # noqa: F401  (NO_NORMAL: re-exported)
+from .settings import FACTOR_NAMES, NO_NORMAL, ClusterSettings  # noqa: F401  (NO_NORMAL, FACTOR_NAMES: re-exported)
 from .slurm.units import INFINITE, NICE_OFFSET
 
 PRIORITY_MAX = 0xFFFFFFFF  # 2^32 − 1
@@ -68,49 +68,9 @@ FLOAT_MULT = 1_000_000.0  # packdouble(): doubles travel as bits of x·10^6
 # --- inputs -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PriorityParams:
-    """Weights and switches from slurm.conf (``scontrol show config``)."""
-
-    weight_age: int = 0
-    weight_assoc: int = 0
-    weight_fairshare: int = 0
-    weight_jobsize: int = 0
-    weight_partition: int = 0
-    weight_qos: int = 0
-    weight_tres: Mapping[str, float] = field(default_factory=dict)  # tres name → weight
-    max_age: int = 7 * 86400  # PriorityMaxAge, seconds
-    favor_small: bool = False  # PriorityFavorSmall
-    flags: frozenset[str] = frozenset()  # ClusterSettings.flags: slurmctld's reading (slurm_priority_flags)
-
-    @classmethod
-    def from_settings(cls, s: ClusterSettings) -> PriorityParams:
-        """From the cluster's settings (PriorityWeightTRES: the exact weights when read)."""
-        return cls(
-            weight_age=int(s.weight_age), weight_assoc=int(s.weight_assoc),
-            weight_fairshare=int(s.weight_fairshare), weight_jobsize=int(s.weight_jobsize),
-            weight_partition=int(s.weight_partition), weight_qos=int(s.weight_qos),
-            weight_tres={str(k).lower(): float(v) for k, v in s.tres_weights.items()},
-            max_age=int(s.max_age_seconds), favor_small=bool(s.favor_small),
-            flags=s.flags,
-        )
-
-    def weights(self) -> dict[str, int]:
-        return {"age": self.weight_age, "assoc": self.weight_assoc, "fairshare": self.weight_fairshare,
-                "jobsize": self.weight_jobsize, "partition": self.weight_partition, "qos": self.weight_qos}
-
-    def with_weights(self, overrides: Mapping[str, float]) -> PriorityParams:
-        """A copy with some weights replaced: keys age, assoc, fairshare, jobsize, partition, qos, tres:NAME."""
-        kw: dict = {}
-        tres = dict(self.weight_tres)
-        for k, v in overrides.items():
-            if k.startswith("tres:"):
-                tres[k[5:].lower()] = float(v)
-            elif k in self.weights():
-                kw[f"weight_{k}"] = int(v)
-            else:
-                raise ValueError(f"unknown weight {k!r}")
-        return PriorityParams(**{**self.__dict__, **kw, "weight_tres": tres})
+# The weights and switches are the cluster's own :class:`~fairshared.settings.ClusterSettings`
+# (``weights``, ``tres_weights``, ``max_age_seconds``, ``favor_small``, ``flags``); a what-if's other
+# weights are a copy of it (``ClusterSettings.with_weights``).
 
 
 # --- the factors ----------------------------------------------------------------------------------
@@ -128,7 +88,7 @@ def age_factor(accrue_time: int, now: int, max_age: int) -> float:
     return 1.0  # also PriorityMaxAge=0: full age as soon as the job accrues
 
 
-def jobsize_factor(job: Job, cluster: ClusterInfo, params: PriorityParams,
+def jobsize_factor(job: Job, cluster: ClusterInfo, settings: ClusterSettings,
                    partition: PartitionInfo | None = None) -> float:
     # favor large: (min_nodes/nodes + cpus/cluster_cpus)/2; PriorityFavorSmall: ((nodes−min_nodes)/nodes +
     # (cluster_cpus−cpus)/cluster_cpus)/2; SMALL_RELATIVE_TO_TIME: max(cpus, min_nodes·cpus/node)/limit/cpus; [0, 1]
@@ -136,7 +96,7 @@ def jobsize_factor(job: Job, cluster: ClusterInfo, params: PriorityParams,
     ccpus = cluster.cpu_count
     min_nodes = job.min_nodes
     cpu_cnt = job.cpus
-    if "SMALL_RELATIVE_TO_TIME" in params.flags:
+    if "SMALL_RELATIVE_TO_TIME" in settings.flags:
         js = float(min_nodes) * float(ccpus) / float(nodes)  # job size in CPUs at average CPUs/node
         if cpu_cnt > js:
             js = float(cpu_cnt)
@@ -151,9 +111,9 @@ def jobsize_factor(job: Job, cluster: ClusterInfo, params: PriorityParams,
         else:  # C: x/0 is inf (clamped to 1 below), 0/0 is NaN (left as 0 here)
             js = math.inf if js > 0 else 0.0
         js /= ccpus
-        if params.favor_small:
+        if settings.favor_small:
             js = 1.0 - js
-    elif params.favor_small:
+    elif settings.favor_small:
         js = float((nodes - min_nodes) & 0xFFFFFFFF) / float(nodes)  # uint32_t arithmetic
         if cpu_cnt:
             js += float((ccpus - cpu_cnt) & 0xFFFFFFFF) / float(ccpus)
@@ -166,47 +126,47 @@ def jobsize_factor(job: Job, cluster: ClusterInfo, params: PriorityParams,
     return min(max(js, 0.0), 1.0)
 
 
-def partition_factor(partition: PartitionInfo | None, cluster: ClusterInfo, params: PriorityParams) -> float:
+def partition_factor(partition: PartitionInfo | None, cluster: ClusterInfo, settings: ClusterSettings) -> float:
     # PriorityJobFactor / the highest PriorityJobFactor of all partitions; NO_NORMAL_PART: PriorityJobFactor
     # range [0, 1] (NO_NORMAL_PART: [0, 65535]); 0 when the partition's PriorityJobFactor is 0
     if partition is None or not partition.priority_job_factor:
         return 0.0
-    if "NO_NORMAL_PART" in params.flags:
+    if "NO_NORMAL_PART" in settings.flags:
         return float(partition.priority_job_factor)
     top = cluster.part_max_priority
     return partition.priority_job_factor / top if top else 0.0
 
 
-def qos_factor(qos: str | None, cluster: ClusterInfo, params: PriorityParams) -> float:
+def qos_factor(qos: str | None, cluster: ClusterInfo, settings: ClusterSettings) -> float:
     # QOS Priority / the highest Priority of all QOS; NO_NORMAL_QOS: the QOS Priority itself
     # range [0, 1] (NO_NORMAL_QOS: [0, 2^32−1]); 0 for a QOS with priority 0 or an unknown QOS
     prio = cluster.qos_priority.get(qos or "", 0)
     if not prio:
         return 0.0
-    if "NO_NORMAL_QOS" in params.flags:
+    if "NO_NORMAL_QOS" in settings.flags:
         return float(prio)
     top = cluster.qos_max_priority
     return prio / top if top else 0.0
 
 
-def assoc_factor(assoc_priority: int, cluster: ClusterInfo, params: PriorityParams) -> float:
+def assoc_factor(assoc_priority: int, cluster: ClusterInfo, settings: ClusterSettings) -> float:
     # association Priority / the highest Priority of all associations; NO_NORMAL_ASSOC: the Priority itself
     # range [0, 1] (NO_NORMAL_ASSOC: [0, 2^32−1]); an unset Priority (INFINITE) counts as 0
     prio = 0 if assoc_priority in (None, INFINITE) else assoc_priority
-    if "NO_NORMAL_ASSOC" in params.flags:
+    if "NO_NORMAL_ASSOC" in settings.flags:
         return float(prio)
     top = cluster.assoc_priority_max
     return prio / top if top else 0.0
 
 
-def tres_factors(job: Job, partition: PartitionInfo | None, params: PriorityParams,
+def tres_factors(job: Job, partition: PartitionInfo | None, settings: ClusterSettings,
                  order: Sequence[str] = DEFAULT_TRES_ORDER) -> dict[str, float]:
     # per TRES t with a PriorityWeightTRES weight: job's t (allocated, else requested) / partition's total t
     # range [0, 1] each (NO_NORMAL_TRES: the raw count); 0 when the job or the partition has none of t
     out: dict[str, float] = {}
-    for name in tres_names(params, order):
+    for name in tres_names(settings, order):
         value = int(job.tres.get(name, 0) or 0)
-        if "NO_NORMAL_TRES" in params.flags:
+        if "NO_NORMAL_TRES" in settings.flags:
             out[name] = float(value)
         elif value and partition is not None and partition.tres.get(name):
             out[name] = value / float(partition.tres[name])
@@ -215,10 +175,10 @@ def tres_factors(job: Job, partition: PartitionInfo | None, params: PriorityPara
     return out
 
 
-def tres_names(params: PriorityParams, order: Sequence[str] = DEFAULT_TRES_ORDER) -> list[str]:
+def tres_names(settings: ClusterSettings, order: Sequence[str] = DEFAULT_TRES_ORDER) -> list[str]:
     """The weighted TRES in slurmctld's TRES order (then any others by name)."""
-    names = [t for t in order if t in params.weight_tres]
-    return names + sorted(t for t in params.weight_tres if t not in names)
+    names = [t for t in order if t in settings.tres_weights]
+    return names + sorted(t for t in settings.tres_weights if t not in names)
 
 
 def site_points(site_factor: int) -> float:
@@ -249,9 +209,6 @@ def wire(x: float) -> float:
 
 
 # --- one job ----------------------------------------------------------------------------------------
-
-
-FACTOR_NAMES = ("age", "assoc", "fairshare", "jobsize", "partition", "qos")
 
 
 @dataclass(frozen=True)
@@ -296,7 +253,7 @@ def _sum(w: Mapping[str, float], tres: Iterable[float], site: int, nice: int, mu
 
 
 def job_factors(job: Job, partition: str, fairshare: float, cluster: ClusterInfo,
-                params: PriorityParams, now: int, multi: bool = False, qos: str | None = None) -> Factors:
+                settings: ClusterSettings, now: int, multi: bool = False, qos: str | None = None) -> Factors:
     """All factors of ``job`` competing in ``partition`` (and ``qos``), evaluated at ``now``.
 
     ``fairshare`` is the fair-share factor of the job's association (the engine's
@@ -315,18 +272,20 @@ def job_factors(job: Job, partition: str, fairshare: float, cluster: ClusterInfo
         return Factors(job, partition, zero, dict(zero), {}, {}, 0, 0, int(job.priority), direct=True, qos=qos)
     # _priority_each_qos / _create_prio_list_qos: a QOS with Priority 0 (or no QOS weight) leaves the
     # factor of the job's own QOS in place
-    counted = qos if cluster.qos_priority.get(qos) and params.weight_qos else own
+    counted = qos if cluster.qos_priority.get(qos) and settings.weights["qos"] else own
     f = {
-        "age": age_factor(job.accrue_time, now, params.max_age),
-        "assoc": assoc_factor(job.assoc_priority, cluster, params),
+        "age": age_factor(job.accrue_time, now, int(settings.max_age_seconds)),
+        "assoc": assoc_factor(job.assoc_priority, cluster, settings),
         "fairshare": float(fairshare),
-        "jobsize": jobsize_factor(job, cluster, params, _job_partition(job, cluster)),
-        "partition": partition_factor(part, cluster, params),
-        "qos": qos_factor(counted, cluster, params),
+        "jobsize": jobsize_factor(job, cluster, settings, _job_partition(job, cluster)),
+        "partition": partition_factor(part, cluster, settings),
+        "qos": qos_factor(counted, cluster, settings),
     }
-    w = {k: f[k] * float(params.weights()[k]) for k in FACTOR_NAMES}
-    tres = tres_factors(job, part, params, cluster.tres_order)
-    tres_w = {k: v * params.weight_tres[k] for k, v in tres.items()}
+    weights = settings.weights
+    w = {k: f[k] * float(weights[k]) for k in FACTOR_NAMES}
+    tres = tres_factors(job, part, settings, cluster.tres_order)
+    tres_weights = settings.tres_weights
+    tres_w = {k: v * tres_weights[k] for k, v in tres.items()}
     site = int(job.site_factor or 0)  # None: the source could not read it
     prio = clamp_priority(_sum(w, tres_w.values(), site, job.nice, multi))
     return Factors(job, partition, f, w, tres, tres_w, site, int(job.nice), prio, qos=qos)
@@ -355,7 +314,7 @@ def ordered_qos(job: Job, cluster: ClusterInfo) -> list[str]:
     return sorted(names, key=lambda q: -cluster.qos_priority.get(q, 0))  # ties: as requested
 
 
-def job_priority(job: Job, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+def job_priority(job: Job, fairshare: float, cluster: ClusterInfo, settings: ClusterSettings,
                  now: int) -> list[Factors]:
     """slurmctld's priority of ``job``: one :class:`Factors` per partition × QOS (one for most jobs).
 
@@ -367,7 +326,7 @@ def job_priority(job: Job, fairshare: float, cluster: ClusterInfo, params: Prior
     parts = ordered_partitions(job, cluster)
     qoses: list[str | None] = list(ordered_qos(job, cluster)) or [None]
     multi = len(parts) > 1 or len(qoses) > 1
-    return [job_factors(job, p, fairshare, cluster, params, now, multi, q) for p in parts for q in qoses]
+    return [job_factors(job, p, fairshare, cluster, settings, now, multi, q) for p in parts for q in qoses]
 
 
 # what sprio shows of these priorities (its rows, rounding, columns and -w): priority_sprio.py

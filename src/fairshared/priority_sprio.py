@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import ClusterInfo, Job
-from .priority import (PriorityParams, job_priority, nice_points, ordered_partitions, partition_factor,
+from .settings import ClusterSettings
+from .priority import (job_priority, nice_points, ordered_partitions, partition_factor,
                        site_points, wire)
 from .slurm.units import NICE_OFFSET
 from .slurm.versions import SPRIO_23_02
@@ -63,7 +64,7 @@ def c_round(x: float) -> int:
     return int(f"{x:.0f}")
 
 
-def listed_by_sprio(job: Job, params: PriorityParams, now: int) -> bool:
+def listed_by_sprio(job: Job, settings: ClusterSettings, now: int) -> bool:
     """Whether sprio lists the job (``priority_p_get_priority_factors_list``).
 
     Pending jobs (all jobs with CALCULATE_RUNNING), eligible by now (begin time, or
@@ -71,22 +72,22 @@ def listed_by_sprio(job: Job, params: PriorityParams, now: int) -> bool:
     """
     # listed ⇔ (PENDING or CALCULATE_RUNNING) ∧ 0 < use_time ≤ now ∧ priority ≠ 0
     # use_time = submit time with ACCRUE_ALWAYS, else the begin (eligible) time
-    if "CALCULATE_RUNNING" not in params.flags and job.state != "PENDING":
+    if "CALCULATE_RUNNING" not in settings.flags and job.state != "PENDING":
         return False
-    use_time = job.submit_time if "ACCRUE_ALWAYS" in params.flags else job.eligible_time
+    use_time = job.submit_time if "ACCRUE_ALWAYS" in settings.flags else job.eligible_time
     if not use_time or use_time > now:
         return False
     return job.priority != 0
 
 
-def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, params: PriorityParams,
+def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, settings: ClusterSettings,
                now: int) -> list[SprioRow]:
     """The rows sprio prints for one job (one per partition, × QOS from 24.11), from ``job_priority``."""
     # weighted factors as sprio receives them (wire()), PRIORITY = trunc(max(1, Σ)) re-summed by sprio
     # range: PRIORITY [1, ∞) (no upper clamp); SITE/NICE −2^31 for an operator-set multi-partition job
     rows = []
     parts = ordered_partitions(job, cluster)
-    for fac in job_priority(job, fairshare, cluster, params, now):
+    for fac in job_priority(job, fairshare, cluster, settings, now):
         who = {"account": job.account, "qos_name": fac.qos}
         if fac.direct and (len(parts) == 1 or cluster.slurm_version >= SPRIO_23_02):
             # sprio gets direct_prio and prints it, with SITE 0 and NICE 0: for a job in one partition
@@ -98,7 +99,7 @@ def sprio_rows(job: Job, fairshare: float, cluster: ClusterInfo, params: Priorit
             # several partitions before 23.02: _filter_job copies the zeroed factors (site = nice = 0,
             # i.e. −2^31 once NICE_OFFSET is taken off) and fills in this partition's factor only
             part = cluster.partitions.get(fac.partition)
-            w_part = wire(partition_factor(part, cluster, params) * float(params.weight_partition))
+            w_part = wire(partition_factor(part, cluster, settings) * float(settings.weights["partition"]))
             site = nice = -NICE_OFFSET
             prio = w_part + float(site) - float(nice)
             rows.append(SprioRow(job.job_id, fac.partition, job.user, _sprio_priority(prio), site,
@@ -121,16 +122,16 @@ def _sprio_priority(p: float) -> int:
     return math.trunc(p if p >= 1 else 1.0)
 
 
-def sprio(jobs: Iterable[Job], fairshare_of, cluster: ClusterInfo, params: PriorityParams,
+def sprio(jobs: Iterable[Job], fairshare_of, cluster: ClusterInfo, settings: ClusterSettings,
           now: int) -> list[SprioRow]:
     """Every row ``sprio -l`` shows, in its order (job id ascending, partitions as held).
 
     ``fairshare_of(job)`` returns the job's fair-share factor.
     """
-    listed = sorted((j for j in jobs if listed_by_sprio(j, params, now)), key=lambda j: j.job_id)
+    listed = sorted((j for j in jobs if listed_by_sprio(j, settings, now)), key=lambda j: j.job_id)
     rows: list[SprioRow] = []
     for j in listed:
-        rows.extend(sprio_rows(j, fairshare_of(j), cluster, params, now))
+        rows.extend(sprio_rows(j, fairshare_of(j), cluster, settings, now))
     return rows
 
 
@@ -179,46 +180,47 @@ def render_sprio(rows: Iterable[SprioRow], header: bool = True, version: tuple[i
 
 
 
-def render_sprio_weights_long(params: PriorityParams, weight_tres_text: str | None = None,
+def render_sprio_weights_long(settings: ClusterSettings, weight_tres_text: str | None = None,
                              version: tuple[int, int] = (22, 5)) -> str:
     """``sprio -l -w``: the long header and a ``Weights`` line under it (src/sprio/print.c, the
     ``(priority_factors_object_t *) -1`` row): SITE 1, every weight (0 too, ``%.0f``), TRES the
     configured string, the other columns blank."""
-    if weight_tres_text is None and params.weight_tres:
-        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in params.weight_tres.items())
-    weights = {"SITE": "1", "AGE": params.weight_age, "ASSOC": params.weight_assoc,
-               "FAIRSHARE": params.weight_fairshare, "JOBSIZE": params.weight_jobsize,
-               "QOS": params.weight_qos, "TRES": weight_tres_text or ""}
+    if weight_tres_text is None and settings.tres_weights:
+        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in settings.tres_weights.items())
+    weights = {"SITE": "1", "AGE": settings.weights["age"], "ASSOC": settings.weights["assoc"],
+               "FAIRSHARE": settings.weights["fairshare"], "JOBSIZE": settings.weights["jobsize"],
+               "QOS": settings.weights["qos"], "TRES": weight_tres_text or ""}
     columns = sprio_columns(version)
     cells = []
     for k, (name, _, _) in enumerate(columns):
         if k == 0:
             cells.append("Weights")
         elif name == "PARTITION" and k > 1:  # the second PARTITION column is the partition factor's
-            cells.append(str(params.weight_partition))
+            cells.append(str(settings.weights["partition"]))
         else:
             cells.append(str(weights.get(name, "")))
     line = " ".join(_cell(c, w, r) for c, (_, w, r) in zip(cells, columns))
     return render_sprio([], version=version) + line + "\n"
 
 
-def render_sprio_weights(params: PriorityParams, weight_tres_text: str | None = None, user_column: bool = False) -> str:
+def render_sprio_weights(settings: ClusterSettings, weight_tres_text: str | None = None, user_column: bool = False) -> str:
     """``sprio -w``: the header and the ``Weights`` line of sprio's short format (the same in 22.05,
     23.11 and 25.11, src/sprio/sprio.c): ``%.15i %9r`` (``%.8u`` with ``-u``) ``%.10Y %.10S``, then
     AGE, ASSOC, FAIRSHARE, JOBSIZE, PARTITION, QOS for each non-zero weight and TRES (``%.20T``) when
     PriorityWeightTRES is set.  The Weights line (print.c) has SITE 1, each weight, and TRES the
     configured string as written (``weight_tres_text``; else rebuilt from the parsed weights)."""
-    if weight_tres_text is None and params.weight_tres:
-        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in params.weight_tres.items())
-    cols = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
+    if weight_tres_text is None and settings.tres_weights:
+        weight_tres_text = ",".join(f"{k}={v:g}" for k, v in settings.tres_weights.items())
+    cols: list[tuple[str, int, bool, str]] = [("JOBID", 15, True, "Weights"), ("PARTITION", 9, False, "")]
     if user_column:
         cols.append(("USER", 8, True, ""))
     cols += [("PRIORITY", 10, True, ""), ("SITE", 10, True, "1")]
-    for name, w in (("AGE", params.weight_age), ("ASSOC", params.weight_assoc), ("FAIRSHARE", params.weight_fairshare),
-                    ("JOBSIZE", params.weight_jobsize), ("PARTITION", params.weight_partition),
-                    ("QOS", params.weight_qos)):
+    for factor, w in settings.weights.items():  # sprio's order: age, assoc, fairshare, jobsize, partition, qos
+        name = factor.upper()
         if w:
             cols.append((name, 10, True, str(w)))
     if weight_tres_text:
         cols.append(("TRES", 20, True, weight_tres_text))
-    return "".join(" ".join(_cell(c[k], w, r) for c in cols for w, r in [(c[1], c[2])]) + "\n" for k in (0, 3))
+    header = " ".join(_cell(name, w, r) for name, w, r, _ in cols)
+    weights = " ".join(_cell(value, w, r) for _, w, r, value in cols)
+    return header + "\n" + weights + "\n"

@@ -33,7 +33,7 @@ from typing import Protocol
 from .engine.result import Result
 from .model import ClusterInfo, Job
 from .plan import JobState, PushState, by_array_parent, candidates, clamp, contribution
-from .priority import PriorityParams, job_priority
+from .priority import job_priority
 from .records import PushAction
 from .settings import ClusterSettings
 
@@ -232,7 +232,7 @@ class PriorityMode(_BothStayOurs):
     by_association = False
 
     def plan(self, inputs: PlanInputs, state: PushState) -> Planned:
-        params = PriorityParams.from_settings(inputs.settings).with_weights({"fairshare": inputs.weight})
+        settings = inputs.settings.with_weights({"fairshare": inputs.weight})
         if inputs.cluster is None:
             raise ValueError("push mode 'priority' plans from a snapshot read with details (no cluster info)")
         actions: list[PushAction] = []
@@ -245,14 +245,14 @@ class PriorityMode(_BothStayOurs):
             # are zeroed by Slurm, so compute as if it were not fixed
             ours = prev is not None and prev.ours(job.priority)
             nice = prev.base if ours and job.nice == 0 else job.nice
-            factors = job_priority(replace(job, direct_set_prio=False, nice=nice), f, inputs.cluster, params,
+            factors = job_priority(replace(job, direct_set_prio=False, nice=nice), f, inputs.cluster, settings,
                                    inputs.now)
             rows.extend(factors)
             new = max(1, min(PRIORITY_MAX_PUSH, int(factors[0].priority)))
             new_state.jobs[job.job_id] = JobState(new, nice, prev.alt if ours else None)
             if new != job.priority:
                 actions.append(_action(job, "priority", new, job.priority,
-                                       contribution(params.weight_fairshare, f)))
+                                       contribution(settings.weights["fairshare"], f)))
         return Planned(actions, new_state, unknown, rows)
 
     def take_back(self, job, st):

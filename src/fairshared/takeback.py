@@ -76,13 +76,13 @@ def plan_takeback(state: PushState, jobs: list[Job], rows: list[AssocPriority] |
         if rows is None:
             raise ValueError("taking back association priorities needs the associations read (rows)")
         current = {r.id: r for r in rows}
-        for aid, st in sorted(state.assocs.items()):
+        for aid, held in sorted(state.assocs.items()):
             row = current.get(aid)
             if row is None:
                 gone += 1
-            elif not st.ours(row.priority):
+            elif not held.ours(row.priority):
                 left_alone += 1
-            elif row.priority != st.before:
-                assoc_actions.append(AssocAction(aid, row.account, row.user, row.partition, st.before,
+            elif row.priority != held.before:
+                assoc_actions.append(AssocAction(aid, row.account, row.user, row.partition, held.before,
                                                  row.priority))
     return Takeback(state.mode, releases + values, assoc_actions, left_alone, gone)

@@ -4,6 +4,7 @@ cluster's local time, daylight saving included.  Pure."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time as _time
 from datetime import date, datetime, timedelta
@@ -31,13 +32,14 @@ class LocalClock:
 
             self._zone = ZoneInfo(timezone)
 
-    def date(self, t: float) -> date:
+    # the calendar day is annotated dt.date: inside the class, "date" names the method below
+    def date(self, t: float) -> dt.date:
         if self._zone is None:
             tm = _time.localtime(t)
             return date(tm.tm_year, tm.tm_mon, tm.tm_mday)
         return datetime.fromtimestamp(t, self._zone).date()
 
-    def midnight(self, d: date) -> float:
+    def midnight(self, d: dt.date) -> float:
         # local 00:00 of day d, with the DST flag left to mktime (tm_isdst = -1, as slurm_mktime)
         if self._zone is None:
             return float(_time.mktime((d.year, d.month, d.day, 0, 0, 0, 0, 0, -1)))

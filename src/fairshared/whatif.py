@@ -27,7 +27,7 @@ from .engine import Params, build_tree, compute
 from .engine.result import Result
 from .engine.sibling_order import name_key
 from .engine.tree import Tree
-from .model import ROOT, Association, InputError, check_shares, check_usage
+from .model import ROOT, Association, InputError, Shares, check_shares, check_usage
 from .usage import UsagePolicy
 
 KINDS = ("shares", "usage", "add-account", "add-user", "move")
@@ -35,13 +35,15 @@ KINDS = ("shares", "usage", "add-account", "add-user", "move")
 
 @dataclass(frozen=True)
 class Edit:
-    """One edit: ``kind`` (one of :data:`KINDS`), what it names and the value, and the option as typed."""
+    """One edit: ``kind`` (one of :data:`KINDS`), what it names, the value its kind sets, and the
+    option as typed."""
 
     kind: str
     account: str
     user: str | None = None
-    value: object = None  # shares (int or "parent"), (op, amount) for usage, the new parent for move
-    parent: str | None = None  # add-account: parent account; add-user: the account
+    shares: Shares = 1  # shares, add-account, add-user: the shares set or given
+    usage: tuple[str, float] = ("=", 0.0)  # usage: (op, amount), op "+", "-" or "=" (set)
+    parent: str | None = None  # add-account: the parent account; add-user: the account; move: the new parent
     text: str = ""
 
     @property
@@ -59,11 +61,11 @@ def parse_edit(kind: str, text: str) -> Edit:
         if not sep or not account or not value.strip():
             raise InputError("is not ACCOUNT[/USER]=VALUE", where)
         if kind == "shares":
-            return Edit(kind, account, user or None, check_shares(value.strip(), where), text=text)
+            return Edit(kind, account, user or None, shares=check_shares(value.strip(), where), text=text)
         v = value.strip()
         op = v[0] if v[0] in "+-" else "="
         amount = check_usage(v[1:] if op != "=" else v, where)
-        return Edit(kind, account, user or None, (op, amount), text=text)
+        return Edit(kind, account, user or None, usage=(op, amount), text=text)
     if kind in ("add-account", "add-user", "move"):
         parts = [p.strip() for p in text.split(":")]
         most = 2 if kind == "move" else 3
@@ -73,10 +75,10 @@ def parse_edit(kind: str, text: str) -> Edit:
             raise InputError(f"is not {form}", where)
         shares = check_shares(parts[2], where) if len(parts) == 3 else 1
         if kind == "add-account":
-            return Edit(kind, parts[0], None, shares, parent=parts[1], text=text)
+            return Edit(kind, parts[0], None, shares=shares, parent=parts[1], text=text)
         if kind == "add-user":
-            return Edit(kind, parts[1], parts[0], shares, parent=parts[1], text=text)
-        return Edit(kind, parts[0], None, parts[1], text=text)
+            return Edit(kind, parts[1], parts[0], shares=shares, parent=parts[1], text=text)
+        return Edit(kind, parts[0], None, parent=parts[1], text=text)
     raise ValueError(f"unknown edit kind {kind!r}")
 
 
@@ -101,8 +103,9 @@ def _new_order(assocs: Sequence[Association], new: Association, sibling_order: s
     sibs = [a.order for a in assocs if a.parent_account == parent and a.key != new.key and a.order is not None]
     if not sibs:
         return None
-    if all(isinstance(o, int) for o in sibs):
-        return min(sibs) - 1
+    lfts = [o for o in sibs if isinstance(o, int)]
+    if len(lfts) == len(sibs):
+        return min(lfts) - 1
     if sibling_order == "name":
         return name_key(new)
     p = next((a for a in assocs if a.key == (parent, None, None)), None)
@@ -136,7 +139,7 @@ class _Tree:
         while account is not None:
             i = self.find(e, account, None)[0]
             a = self.assocs[i]
-            self.assocs[i] = replace(a, usage=_nonneg(a.usage + delta, a, e))
+            self.assocs[i] = replace(a, usage=_nonneg(_usage(a) + delta, a, e))
             account = a.parent
 
     def subtree(self, account: str) -> set[str]:
@@ -148,6 +151,12 @@ class _Tree:
                     out.add(a.account)
                     todo.append(a.account)
         return out
+
+
+def _usage(a: Association) -> float:
+    """An association's usage in :class:`_Tree`, where every one is explicit (_with_account_usage)."""
+    assert a.usage is not None, a.label()
+    return a.usage
 
 
 def _nonneg(u: float, a: Association, e: Edit) -> float:
@@ -168,42 +177,46 @@ def apply_edits(associations: Sequence[Association], edits: Sequence[Edit], sibl
     for e in edits:
         if e.kind == "shares":
             for i in t.find(e, e.account, e.user):
-                t.assocs[i] = replace(t.assocs[i], shares=e.value)
+                t.assocs[i] = replace(t.assocs[i], shares=e.shares)
         elif e.kind == "usage":
-            op, amount = e.value
+            op, amount = e.usage
             i = t.find(e, e.account, e.user)[0]  # a user's per-partition associations: the first
             a = t.assocs[i]
-            delta = amount if op == "+" else -amount if op == "-" else amount - a.usage
-            t.assocs[i] = replace(a, usage=_nonneg(a.usage + delta, a, e))
+            delta = amount if op == "+" else -amount if op == "-" else amount - _usage(a)
+            t.assocs[i] = replace(a, usage=_nonneg(_usage(a) + delta, a, e))
             if a.user is None:
-                kids = sum(c.usage for c in t.assocs if c.parent_account == a.account and c.key != a.key)
-                if t.assocs[i].usage < kids - 1e-9 * max(1.0, kids):
+                kids = sum(_usage(c) for c in t.assocs if c.parent_account == a.account and c.key != a.key)
+                if _usage(t.assocs[i]) < kids - 1e-9 * max(1.0, kids):
                     raise InputError(f"would leave account {a.account!r} with less usage than its children's "
                                      f"({kids:g})", e.where)
             t.charge(a.parent_account if a.user is not None else a.parent, delta, e)
         elif e.kind in ("add-account", "add-user"):
+            assert e.parent is not None  # parse_edit gives each its parent account
             t.find(e, e.parent, None)  # the parent (account) must exist
             if e.kind == "add-account" and any(a.user is None and a.account == e.account for a in t.assocs):
                 raise InputError(f"account {e.account!r} already exists", e.where)
             if e.kind == "add-user" and any(a.user == e.user and a.account == e.account for a in t.assocs):
                 raise InputError(f"user {e.user!r} already has an association in account {e.account!r}", e.where)
-            new = Association(e.account, e.user, e.parent if e.user is None else e.account, e.value, 0.0)
+            new = Association(e.account, e.user, e.parent if e.user is None else e.account, e.shares, 0.0)
             t.assocs.append(replace(new, order=_new_order(t.assocs, new, sibling_order)))
         elif e.kind == "move":
+            to = e.parent
+            assert to is not None  # parse_edit gives each move its new parent
             if e.account == ROOT:
                 raise InputError("the root account cannot move", e.where)
             i = t.find(e, e.account, None)[0]
-            t.find(e, e.value, None)  # the new parent must exist
-            if e.value in t.subtree(e.account):
-                raise InputError(f"moving {e.account!r} under {e.value!r} makes a cycle ({e.value!r} is "
-                                 f"{'itself' if e.value == e.account else 'below it'})", e.where)
+            t.find(e, to, None)  # the new parent must exist
+            if to in t.subtree(e.account):
+                raise InputError(f"moving {e.account!r} under {to!r} makes a cycle ({to!r} is "
+                                 f"{'itself' if to == e.account else 'below it'})", e.where)
             a = t.assocs[i]
-            t.charge(a.parent, -a.usage, e)
-            t.charge(e.value, a.usage, e)
-            moved = replace(a, parent=e.value)
+            t.charge(a.parent, -_usage(a), e)
+            t.charge(to, _usage(a), e)
+            moved = replace(a, parent=to)
             t.assocs[i] = replace(moved, order=_new_order(t.assocs, moved, sibling_order))
-            if isinstance(a.order, str) and isinstance(t.assocs[i].order, str):  # lineage: the subtree follows
-                old, new_prefix = a.order, t.assocs[i].order
+            new_order = t.assocs[i].order
+            if isinstance(a.order, str) and isinstance(new_order, str):  # lineage: the subtree follows
+                old, new_prefix = a.order, new_order
                 t.assocs = [x if x is t.assocs[i] or not (isinstance(x.order, str) and x.order.startswith(old))
                             else replace(x, order=new_prefix + x.order[len(old):]) for x in t.assocs]
     build_tree(t.assocs)  # anything else wrong (e.g. a shares value) is reported like any input's
@@ -333,7 +346,9 @@ def recovery(associations: Sequence[Association] | Tree, key: tuple, algorithm: 
 
     def met(k: int) -> bool:
         f, rank = state(k)
-        return f >= target - 1e-12 if target is not None else rank <= target_rank
+        if target is not None:
+            return f >= target - 1e-12
+        return target_rank is not None and rank <= target_rank  # one of the two is given (checked above)
 
     q1 = float(period_decay(1))
     horizon = 0 if q1 >= 1 else math.ceil(HORIZON_HALF_LIVES * math.log(0.5) / math.log(q1))

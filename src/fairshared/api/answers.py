@@ -22,7 +22,7 @@ from ..explain_common import queue_key
 from ..explain_json import QueuePlace, explain_data
 from ..explain_vs import explain_vs
 from ..model import InputError, Snapshot
-from ..priority import Factors, PriorityParams, job_priority
+from ..priority import Factors, job_priority
 from ..priority_sprio import listed_by_sprio
 from ..usage import UsagePolicy
 from ..whatif import recovery_report
@@ -48,8 +48,7 @@ class QueueOrder:
 
     def factors(self, view: View, e: int) -> Factors:
         row = int(self.job[e])
-        params = PriorityParams.from_settings(view.settings)
-        return job_priority(view.jobs.job(row), view.fairshare_of_job(row), view.cluster, params,
+        return job_priority(view.jobs.job(row), view.fairshare_of_job(row), view.cluster, view.settings,
                             view.evaluated_at)[int(self.sub[e])]
 
     def place(self, view: View, row: int, neighbours: int) -> QueuePlace | None:
@@ -68,13 +67,13 @@ class QueueOrder:
 def _sorted_queue(view: View) -> QueueOrder:
     """What :func:`fairshared.explain_common.queue_entries` sorts, one job rebuilt at a time (no list of
     100,000 jobs and their Factors is ever held: only each entry's sort key)."""
-    params = PriorityParams.from_settings(view.settings)
+    settings = view.settings
     key = queue_key(view.cluster)
-    keyed = []
+    keyed: list[tuple[tuple, int, int, str]] = []  # (sort key, job row, entry of the job, partition)
     for row in range(view.jobs.n):
-        job = view.jobs.job(row)
-        if listed_by_sprio(job, params, view.evaluated_at):
-            rows = job_priority(job, view.fairshare_of_job(row), view.cluster, params, view.evaluated_at)
+        one = view.jobs.job(row)
+        if listed_by_sprio(one, settings, view.evaluated_at):
+            rows = job_priority(one, view.fairshare_of_job(row), view.cluster, settings, view.evaluated_at)
             keyed.extend((key(f), row, sub, f.partition) for sub, f in enumerate(rows))
     keyed.sort(key=itemgetter(0))  # stable, as queue_entries' sorted()
     m = len(keyed)
@@ -124,7 +123,7 @@ def explain_job_vs(view: View, row: int, other: str, other_row: int | None) -> d
     jobs = [view.jobs.job(row)] + ([view.jobs.job(other_row)] if other_row is not None else [])
     ref = str(jobs[0].job_id)
     other_ref = str(jobs[1].job_id) if other_row is not None else other
-    return explain_vs(view.result, jobs, view.cluster, PriorityParams.from_settings(view.settings),
+    return explain_vs(view.result, jobs, view.cluster, view.settings,
                       view.evaluated_at, ref, other_ref, sibling_order=view.sibling_order,
                       dampening=view.engine_params.dampening, priority_levels=view.engine_params.priority_levels,
                       index=view.index())

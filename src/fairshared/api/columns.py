@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 from operator import attrgetter
 
 import numpy as np
@@ -89,7 +90,9 @@ class JobTable:
 
     def job(self, row: int) -> Job:
         """The job of ``row``, rebuilt equal to the one the table was built from."""
-        kw = {name: (None if (v := int(col[row])) == _NONE else v) for name, col in self.ints.items()}
+        # Job's fields by name, each of its own type (int, str, bool, a TRES mapping) as the columns kept it
+        kw: dict[str, Any] = {name: (None if (v := int(col[row])) == _NONE else v)
+                              for name, col in self.ints.items()}
         for name, col in self.codes.items():
             kw[name] = self.values[name][int(col[row])]
         kw["tres"] = dict(kw["tres"])

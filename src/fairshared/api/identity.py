@@ -3,11 +3,17 @@
 **Identity** (:func:`identify`), in this order:
 
 1. the daemon's token (``Authorization: Bearer``, checked by the caller of this module): an admin;
-2. the header ``http.user_header`` (``X-Forwarded-User``) from an address in ``http.proxies``: that
+2. a MUNGE credential in ``X-Fairshared-Munge`` (api/munge.py; ``http.munge``, on by default):
+   the user whose uid munged found in it, from any address, exactly as if a proxy had named that
+   user.  munged vouches for the uid, not an address, so a user on the OnDemand host or a login node
+   can be only themselves.  A credential that does not decode (replayed, expired, rewound, another
+   key, garbled, made for another request) is 401 with munged's reason, never a fall-back to the
+   steps below; a user header beside it must name the same user (else 403);
+3. the header ``http.user_header`` (``X-Forwarded-User``) from an address in ``http.proxies``: that
    user.  The same header from any other address is refused (403), never believed: anybody can
    send it, only the site's reverse proxy (Open OnDemand, Apache or nginx behind the site's login)
    is trusted to set it, and it must overwrite whatever a browser sent;
-3. no header and no token: an admin from loopback when no proxies are configured and the reads need
+4. no header and no token: an admin from loopback when no proxies are configured and the reads need
    no token (what ``/metrics`` already shows such a caller: today's behaviour), else 401 (a proxy
    that names nobody gets 401 too).
 
@@ -41,11 +47,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from .munge import ENVIRON_KEY, HEADER, Undecodable, payload_for
 from .view import View
 
 __all__ = ["Caller", "Refused", "Scope", "identify", "scope_for"]
@@ -89,13 +96,36 @@ def _loopback(addr: str) -> bool:
         return False
 
 
+# (credential, the payload this request's credential must carry, the caller's address) -> user name,
+# or munge.Undecodable: munge.Unmunge.user
+MungeDecoder = Callable[[str, bytes, str], str]
+
+
+def _munge_user(environ: dict, credential: str, munge: MungeDecoder | None) -> str:
+    """The user a request's MUNGE credential proves (step 2 of the module docstring)."""
+    if munge is None:
+        raise Refused(401, f"{HEADER}: this daemon does not read MUNGE credentials (http.munge = false)")
+    path = environ.get("PATH_INFO", "").encode("latin-1", "replace").decode("utf-8", "replace")
+    try:
+        return munge(credential, payload_for(path, environ.get("QUERY_STRING", "")),
+                     environ.get("REMOTE_ADDR", ""))
+    except Undecodable as exc:
+        raise Refused(exc.status, exc.reason) from None
+
+
 def identify(environ: dict, *, token_ok: bool, proxies: Sequence[str], user_header: str,
-             reads_need_token: bool) -> Caller:
+             reads_need_token: bool, munge: MungeDecoder | None = None) -> Caller:
     """The caller of this request (see the module docstring); :class:`Refused` when it is let in as nobody."""
     if token_ok:
         return Caller(None, True)
     addr = environ.get("REMOTE_ADDR", "")
     name = environ.get("HTTP_" + user_header.upper().replace("-", "_"))
+    credential = environ.get(ENVIRON_KEY)
+    if credential is not None:
+        user = _munge_user(environ, credential, munge)
+        if name is not None and name != user:
+            raise Refused(403, f"{user_header} names {name[:64]!r} but the MUNGE credential is {user!r}'s")
+        return Caller(user, False)
     from_proxy = bool(proxies) and _address_in(addr, proxies)
     if name is not None:
         if not from_proxy:
@@ -107,8 +137,8 @@ def identify(environ: dict, *, token_ok: bool, proxies: Sequence[str], user_head
     if from_proxy:
         raise Refused(401, f"the proxy at {addr} named no user ({user_header})")
     if reads_need_token or proxies or not _loopback(addr):
-        raise Refused(401, "a valid 'Authorization: Bearer <token>' is required (or a user named by a "
-                           "proxy of http.proxies)")
+        raise Refused(401, "a valid 'Authorization: Bearer <token>' is required (or a MUNGE credential in "
+                           f"{HEADER}, or a user named by a proxy of http.proxies)")
     return Caller(None, True)
 
 
@@ -136,7 +166,8 @@ def scope_for(view: View, caller: Caller) -> Scope:
     jobs_of = caller.user if "jobs" in private else None
     if not private & ROW_FLAGS:
         return Scope(None, jobs_of, tuple(sorted(private)))
-    own = view.users.rows(caller.user)
+    # a caller is an admin or a named user (identify): a nameless one would own nothing and see no row
+    own = view.users.rows(caller.user or "")
     visible = np.zeros(view.n, dtype=bool)
     for i in own.tolist():  # the caller's associations and every account above them
         visible[view.path(i)] = True

@@ -24,7 +24,7 @@ from ..engine import Params
 from ..model import InputError, Snapshot
 from ..whatif import OTHERS
 from .answers import explain_job, explain_job_vs, recovery_of
-from .identity import Caller, Refused, Scope, identify, scope_for
+from .identity import Caller, MungeDecoder, Refused, Scope, identify, scope_for
 from .view import View, build_view
 
 __all__ = ["Api", "History", "ViewKeeper", "MAX_LIMIT"]
@@ -90,10 +90,14 @@ class _Query:
             raise BadParameter(f"parameter {name} is empty")
         return v
 
-    def int(self, name: str, default: int | None, lo: int, hi: int | None) -> int | None:
+    def integer(self, name: str, default: int, lo: int, hi: int | None) -> int:
+        n = self.optional_integer(name, lo, hi)
+        return default if n is None else n
+
+    def optional_integer(self, name: str, lo: int, hi: int | None) -> int | None:
         v = self.text(name)
         if v is None:
-            return default
+            return None
         if not (v.isdigit() or (v.startswith("-") and v[1:].isdigit())) or len(v) > 12:
             raise BadParameter(f"parameter {name}: {v[:40]!r} is not a whole number")
         n = int(v)
@@ -115,7 +119,7 @@ class _Query:
 
 
 def _page(q: _Query) -> tuple[int, int]:
-    return q.int("offset", 0, 0, None), q.int("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    return q.integer("offset", 0, 0, None), q.integer("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
 
 
 class Api:
@@ -128,13 +132,13 @@ class Api:
         self._openapi = resources.files(__package__).joinpath("openapi.json").read_bytes()
 
     def answer(self, environ: dict, *, token_ok: bool, proxies=(), user_header="X-Forwarded-User",
-               reads_need_token: bool = False) -> tuple[int, object]:
+               reads_need_token: bool = False, munge: MungeDecoder | None = None) -> tuple[int, object]:
         path = environ.get("PATH_INFO", "")
         if path == PREFIX + "openapi.json":
             return 200, self._openapi
         try:
             caller = identify(environ, token_ok=token_ok, proxies=proxies, user_header=user_header,
-                              reads_need_token=reads_need_token)
+                              reads_need_token=reads_need_token, munge=munge)
         except Refused as r:
             return r.status, {"error": r.message}
         view, last = self.keeper.current()
@@ -180,8 +184,8 @@ def _rows_json(view: View, rows) -> list[dict]:
 
 
 def _tree(api, view: View, scope: Scope, caller, q: _Query):
-    parent = q.int("parent", 0, 0, view.n - 1)
-    depth = q.int("depth", 1, 1, MAX_DEPTH)
+    parent = q.integer("parent", 0, 0, view.n - 1)
+    depth = q.integer("depth", 1, 1, MAX_DEPTH)
     offset, limit = _page(q)
     if not scope.row_visible(parent):
         raise _hidden(f"association {parent}", scope)
@@ -262,11 +266,10 @@ def _job(api, view: View, scope: Scope, caller, q: _Query, ref: str):
         _job_row(view, scope, other)
     else:
         user, _, account = other.partition(":")
-        rows = view.users.rows(user)
-        rows = [int(i) for i in rows if not account or view.key(int(i))[0] == account]
-        if not rows:
+        theirs = [int(i) for i in view.users.rows(user) if not account or view.key(int(i))[0] == account]
+        if not theirs:
             raise Refused(404, f"parameter vs: {other[:64]!r} is neither a pending job nor an association")
-        if not all(scope.row_visible(i) for i in rows):
+        if not all(scope.row_visible(i) for i in theirs):
             raise _hidden(f"{other[:64]!r}", scope)
     try:
         return 200, explain_job_vs(view, row, other, other_row)
@@ -277,7 +280,7 @@ def _job(api, view: View, scope: Scope, caller, q: _Query, ref: str):
 def _recovery(api, view: View, scope: Scope, caller, q: _Query, user: str):
     account = q.text("account")
     target = q.number("target", 0.0, 1.0)
-    target_rank = q.int("target_rank", None, 1, None)
+    target_rank = q.optional_integer("target_rank", 1, None)
     others = q.text("others") or "decay"
     if others not in OTHERS:
         raise BadParameter(f"parameter others: {others[:40]!r} is not one of {', '.join(OTHERS)}")
@@ -304,8 +307,6 @@ def _history(api, view: View, scope: Scope, caller, q: _Query):
     until = q.number("until", 0, 1e11)
     if api.history is None:
         raise Refused(503, "history is off")
-    if user is None and account is None:
-        raise BadParameter("parameter user: give user=U (and/or account=A)")
     if since is not None and until is not None and since > until:
         raise BadParameter(f"parameter since: {since:g} is after until {until:g}")
     if user is not None:
@@ -313,12 +314,14 @@ def _history(api, view: View, scope: Scope, caller, q: _Query):
         if not scope.job_visible(user):  # the series carry its pending-job counts
             raise _hidden(f"user {user[:64]!r}'s pending jobs", scope)
         rows = [int(i) for i in rows if account is None or view.key(int(i))[0] == account]
-    else:
+    elif account is not None:
         rows = [int(i) for i in view.accounts.rows(account) if view.key(int(i))[1] is None]
         if not rows:
             raise Refused(404, f"no account {account[:64]!r} in the last cycle")
         if not scope.row_visible(rows[0]) or scope.jobs_of is not None:
             raise _hidden(f"account {account[:64]!r}", scope)
+    else:
+        raise BadParameter("parameter user: give user=U (and/or account=A)")
     keys = [view.key(i) for i in rows]
     try:
         series = api.history.series(keys, since, until)
@@ -328,8 +331,11 @@ def _history(api, view: View, scope: Scope, caller, q: _Query):
     return 200, {"series": series}
 
 
+# an endpoint: (api, view, scope, caller, query[, path argument]) -> (status, body)
+Handler = Callable[..., tuple[int, dict]]
+
 # (first part of the path, number of parts) -> (the parameters it takes, handler)
-_ROUTES = {
+_ROUTES: dict[tuple[str, int], tuple[tuple[str, ...], Handler]] = {
     ("tree", 1): (("parent", "depth", "offset", "limit"), _tree),
     ("associations", 1): (("account", "user", "offset", "limit"), _associations),
     ("users", 2): (("offset", "limit"), _user),

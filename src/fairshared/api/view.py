@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -135,17 +136,27 @@ class View:
                 + self.jobs.nbytes())
 
 
-class AssocLookup:
-    """``get((account, user, partition))`` → the association's row, or None: see :meth:`View.index`."""
+class AssocLookup(Mapping[tuple, int]):
+    """(account, user, partition) → the association's row (``get`` answers None for none): see
+    :meth:`View.index`.  A Mapping over the view's rows, searched through the name indexes."""
 
     def __init__(self, view: View):
         self.view = view
 
-    def get(self, key: tuple, default=None):
+    def __getitem__(self, key: tuple) -> int:
         account, user, _ = key
         v = self.view
         rows = v.users.rows(user) if user is not None else v.accounts.rows(account)
-        return next((i for i in rows.tolist() if v.key(i) == key), default)
+        for i in rows.tolist():
+            if v.key(i) == key:
+                return i
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return (self.view.key(i) for i in range(self.view.n))
+
+    def __len__(self) -> int:
+        return self.view.n
 
 
 def _subtree_end(tree, depth: np.ndarray) -> np.ndarray:
@@ -160,6 +171,8 @@ def _subtree_end(tree, depth: np.ndarray) -> np.ndarray:
 def build_view(res: CycleResult, engine_params: Params) -> View:
     """The view of a cycle that computed a result (``res.snapshot`` and ``res.result`` set)."""
     snap, result = res.snapshot, res.result
+    if snap is None or result is None:  # ViewKeeper.publish builds none for such a cycle
+        raise ValueError(f"cycle {res.number} ({res.outcome}) computed no result to view")
     tree = result.tree
     depth = tree.depth.astype(np.int32)
     index = assoc_index(result)

@@ -6,9 +6,11 @@ import argparse
 import math
 import re
 
+from ..settings import dampening_factor
+
 
 def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (timeouts, periods, dampening)."""
+    """argparse type: a finite number > 0 (timeouts, periods)."""
     try:
         v = float(text)
     except ValueError:
@@ -16,6 +18,15 @@ def positive_float(text: str) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
     return v
+
+
+def dampening(text: str) -> float:
+    """argparse type for ``--dampening``: FairShareDampeningFactor by Slurm's rule
+    (:func:`fairshared.settings.dampening_factor`: a whole number from 0 to 65535), as a float."""
+    try:
+        return float(dampening_factor(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def in_range(kind, lo, hi, what: str):

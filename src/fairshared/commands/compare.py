@@ -11,12 +11,14 @@ import argparse
 import json
 import math
 import sys
+from typing import TypedDict
 
 from ..engine import ALGORITHMS, build_tree
 from ..engine.ranks import competition_ranks, fairshare_of, kendall_tau_b
 from ..engine.result import Result
 from ..model import Snapshot
-from ..priority import FACTOR_NAMES, PriorityParams, job_priority
+from ..priority import FACTOR_NAMES, job_priority
+from ..explain_common import details
 from ..priority_sprio import listed_by_sprio
 from . import count
 from .common import (
@@ -35,7 +37,7 @@ UINT32_MAX = 4294967295
 
 
 def parse_weights(text: str) -> dict[str, float]:
-    """``--weights fairshare=20000,age=0,tres:gres/gpu=500`` → overrides for PriorityParams.with_weights."""
+    """``--weights fairshare=20000,age=0,tres:gres/gpu=500`` → overrides for ClusterSettings.with_weights."""
     out: dict[str, float] = {}
     names = set(FACTOR_NAMES)
     for item in text.split(","):
@@ -99,7 +101,7 @@ def compare_data(snap: Snapshot, algorithms: list[str], weights: dict, now: int,
     tree = build_tree(snap.associations)
     results = {a: engine_result(snap, a, tree) for a in algorithms}
     users = [i for i in range(tree.n) if tree.is_user[i]]
-    rows = []
+    rows: list[UserRow] = []
     for i in users:
         key = tree.key(i)
         rows.append({
@@ -114,25 +116,26 @@ def compare_data(snap: Snapshot, algorithms: list[str], weights: dict, now: int,
     for a in algorithms:
         for r, rank in zip(rows, competition_ranks([r["factors"][a] or 0.0 for r in rows])):
             r["ranks"][a] = rank
-    have_slurm = bool(snap.reported_fairshare)
+    reported = snap.reported_fairshare or {}
+    have_slurm = bool(reported)
+    known: list[tuple[UserRow, float]] = []  # the rows sshare gave a FairShare, with it
     if have_slurm:
         for r in rows:
-            r["slurm_fairshare"] = snap.reported_fairshare.get((r["account"], r["user"], r["partition"]))
-        known = [r for r in rows if r["slurm_fairshare"] is not None]
-        for r, rank in zip(known, competition_ranks([r["slurm_fairshare"] for r in known])):
+            r["slurm_fairshare"] = reported.get((r["account"], r["user"], r["partition"]))
+        known = [(r, f) for r in rows if (f := r["slurm_fairshare"]) is not None]
+        for (r, _), rank in zip(known, competition_ranks([f for _, f in known])):
             r["slurm_rank"] = rank
-    taus = {}
+    taus: dict[str, float | None] = {}
     for x in range(len(algorithms)):
         for y in range(x + 1, len(algorithms)):
             a, b = algorithms[x], algorithms[y]
             taus[f"{a}|{b}"] = _jnum(kendall_tau_b([r["factors"][a] or 0 for r in rows],
                                                    [r["factors"][b] or 0 for r in rows]))
     if have_slurm:
-        known = [r for r in rows if r["slurm_fairshare"] is not None]
         for a in algorithms:
-            taus[f"{a}|slurm"] = _jnum(kendall_tau_b([r["factors"][a] or 0 for r in known],
-                                                     [r["slurm_fairshare"] for r in known]))
-    movers = []
+            taus[f"{a}|slurm"] = _jnum(kendall_tau_b([r["factors"][a] or 0 for r, _ in known],
+                                                     [f for _, f in known]))
+    movers: list[dict] = []
     if len(algorithms) > 1:
         for r in rows:
             ranks = [r["ranks"][a] for a in algorithms]
@@ -148,15 +151,14 @@ def compare_data(snap: Snapshot, algorithms: list[str], weights: dict, now: int,
 
 
 def _compare_jobs(pi: Snapshot, results: dict[str, Result], weights: dict, now: int) -> dict:
-    params = PriorityParams.from_settings(pi.settings)
-    if weights:
-        params = params.with_weights(weights)
-    jobs = [j for j in pi.jobs if listed_by_sprio(j, params, now)]
-    rows = []
-    per_alg = {}
+    settings = pi.settings.with_weights(weights) if weights else pi.settings
+    cluster = details(pi)
+    jobs = [j for j in pi.jobs if listed_by_sprio(j, settings, now)]
+    rows: list[JobRow] = []
+    per_alg: dict[str, list[int]] = {}
     for a, res in results.items():
         fs = fairshare_of(res)
-        per_alg[a] = [job_priority(j, fs(j), pi.cluster_info, params, now)[0].priority for j in jobs]
+        per_alg[a] = [job_priority(j, fs(j), cluster, settings, now)[0].priority for j in jobs]
     for k, j in enumerate(jobs):
         rows.append({"job_id": j.job_id, "user": j.user, "account": j.account, "partition": j.partition,
                      "slurm_priority": j.priority,
@@ -167,15 +169,42 @@ def _compare_jobs(pi: Snapshot, results: dict[str, Result], weights: dict, now: 
     slurm_ranks = competition_ranks([j.priority for j in jobs])
     for r, rank in zip(rows, slurm_ranks):
         r["slurm_rank"] = rank
-    taus = {}
+    taus: dict[str, float | None] = {}
     algs = list(results)
     for x in range(len(algs)):
         for y in range(x + 1, len(algs)):
             taus[f"{algs[x]}|{algs[y]}"] = _jnum(kendall_tau_b(per_alg[algs[x]], per_alg[algs[y]]))
     for a in algs:
         taus[f"{a}|slurm"] = _jnum(kendall_tau_b(per_alg[a], [j.priority for j in jobs]))
-    return {"weights": {**params.weights(), **{f"tres:{k}": v for k, v in params.weight_tres.items()}},
+    return {"weights": {**settings.weights, **{f"tres:{k}": v for k, v in settings.tres_weights.items()}},
             "jobs": rows, "jobs_kendall_tau": taus}
+
+
+class UserRow(TypedDict):
+    """A user association in ``compare --format json``'s ``users``."""
+
+    account: str
+    user: str | None
+    partition: str | None
+    raw_shares: int | str  # "parent" for Fairshare=parent
+    raw_usage: float
+    factors: dict[str, float | None]  # by algorithm (None: blank)
+    ranks: dict[str, int]
+    slurm_fairshare: float | None
+    slurm_rank: int | None
+
+
+class JobRow(TypedDict, total=False):
+    """A pending job in ``compare --format json``'s ``jobs`` (``slurm_rank`` added last)."""
+
+    job_id: int
+    user: str
+    account: str
+    partition: str
+    slurm_priority: int
+    priorities: dict[str, int]
+    ranks: dict[str, int]
+    slurm_rank: int
 
 
 def _jnum(x) -> float | None:

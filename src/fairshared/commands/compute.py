@@ -12,7 +12,7 @@ from ..model import InputError, Snapshot
 from ..output import COLUMNS, FORMATS, parse_columns, selected, write
 from ..sources.slurm_cli import SlurmCli
 from . import name_list
-from . import positive_float as _positive_float
+from . import dampening
 from .common import add_source, load_inputs, parse_at
 
 
@@ -27,8 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="fair-share algorithm (default: what the snapshot's PriorityFlags say, "
                    "else fair_tree)")
-    p.add_argument("--dampening", type=_positive_float, metavar="D",
-                   help="FairShareDampeningFactor for classic (default: the snapshot's, else 1)")
+    p.add_argument("--dampening", type=dampening, metavar="D",
+                   help="FairShareDampeningFactor for classic: a whole number 0..65535 as in slurm.conf, "
+                   "0 refused by classic (default: the snapshot's, else 1)")
     p.add_argument("--priority-levels", type=_levels, metavar="L",
                    help="PriorityLevels for level_based, 1..16 (default: enough for the deepest association)")
     p.add_argument("--zero-shares-best", action="store_true",

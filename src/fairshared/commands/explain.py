@@ -12,15 +12,18 @@ import json
 import math
 import sys
 
+import numpy as np
+
 from ..engine import ALGORITHMS, Params, build_tree
 from ..engine.decide import decide
 from ..engine.ranks import assoc_index, fairshare_of, job_assoc
 from ..engine.result import Result
-from ..explain_common import duration, find_job, queue_entries, utc, why
+from ..explain_common import details, duration, find_job, queue_entries, utc, why
 from ..explain_json import explain_data
 from ..model import InputError, Job, Snapshot
-from ..priority import PriorityParams, job_priority, ordered_partitions
+from ..priority import job_priority, ordered_partitions
 from ..priority_sprio import listed_by_sprio
+from ..settings import ClusterSettings
 from . import count
 from .common import (
     add_at,
@@ -71,21 +74,22 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
                  neighbours: int = 3) -> str:
     tree = build_tree(pi.associations)
     result = run_engine(pi, algorithm, engine, tree)
-    params = PriorityParams.from_settings(pi.settings)
+    settings = pi.settings
+    cluster = details(pi)
     job = find_job(pi.jobs, job_ref)
     if job is None:
         raise InputError(f"job {job_ref} is not among the pending jobs read")
     fs = fairshare_of(result)(job)
-    rows = job_priority(job, fs, pi.cluster_info, params, now)
+    rows = job_priority(job, fs, cluster, settings, now)
     out: list[str] = []
     w = out.append
-    parts = ",".join(ordered_partitions(job, pi.cluster_info))
+    parts = ",".join(ordered_partitions(job, cluster))
     w(f"Job {job.display_id or job.job_id} — user {job.user}, account {job.account}, "
       f"partition {parts}, QOS {job.qos or '-'}")
     w(f"State: {job.state}" + (f" ({job.reason})" if job.reason else "")
       + f"; Slurm's current priority: {job.priority}")
     w(f"fairshared, with the {algorithm} fair-share algorithm, evaluated at {utc(now)} ({when}):")
-    pending = listed_by_sprio(job, params, now)
+    pending = listed_by_sprio(job, settings, now)
     if job.priority == 0:
         w("  the job is held (priority 0): Slurm does not rank it until it is released.")
     elif not pending:
@@ -99,7 +103,7 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
         w("longer computes it from factors, and nice changes are ignored, until the job is held and released.")
     else:
         w("Where the priority comes from (weights are the cluster's PriorityWeight* settings):")
-        weights = params.weights()
+        weights = settings.weights
         factor_total = sum(main.weighted.values()) + sum(main.tres_weighted.values())
         w(f"  {'factor':<12} {'value':>10} {'weight':>8} {'points':>12} {'share':>7}")
         for k in ("fairshare", "age", "jobsize", "partition", "qos", "assoc"):
@@ -108,36 +112,36 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
             w(f"  {LABEL[k]:<12} {main.factors[k]:>10.6f} {weights[k]:>8} {_fmt_points(pts):>12} {share:>7}")
         for t, v in main.tres_weighted.items():
             share = f"{100 * v / factor_total:.1f}%" if factor_total else "-"
-            w(f"  {'TRES ' + t:<12} {main.tres[t]:>10.6f} {params.weight_tres[t]:>8g} {_fmt_points(v):>12} {share:>7}")
+            w(f"  {'TRES ' + t:<12} {main.tres[t]:>10.6f} {settings.tres_weights[t]:>8g} {_fmt_points(v):>12} {share:>7}")
         w(f"  {'Site factor':<12} {'':>10} {'':>8} {main.site:>+12,}")
         w(f"  {'Nice':<12} {'':>10} {'':>8} {-main.nice:>+12,}")
         w(f"  {'Total':<12} {'':>10} {'':>8} {_fmt_points(main.total):>12}   → priority {main.priority}"
           + (" (at least 1)" if main.total < 1 else " (cut to 2^32 − 1)" if main.total >= 2 ** 32
              else " (the integer part)"))
         w("")
-        w(_age_line(job, params, now))
-        nodes, cpus = pi.cluster_info.node_count, pi.cluster_info.cpu_count
-        if "SMALL_RELATIVE_TO_TIME" in params.flags:
+        w(_age_line(job, settings, now))
+        nodes, cpus = cluster.node_count, cluster.cpu_count
+        if "SMALL_RELATIVE_TO_TIME" in settings.flags:
             w(f"Job size: {job.cpus} CPUs per minute of time limit, relative to the {cpus} CPUs of the cluster"
-              + (" (PriorityFavorSmall: 1 minus that)" if params.favor_small else "") + ".")
-        elif params.favor_small:
+              + (" (PriorityFavorSmall: 1 minus that)" if settings.favor_small else "") + ".")
+        elif settings.favor_small:
             w(f"Job size (PriorityFavorSmall): the free part of the cluster: (({nodes} − {job.min_nodes}) / {nodes}"
               f" + ({cpus} − {job.cpus}) / {cpus}) / 2 = {main.factors['jobsize']:.6f}.")
         else:
             w(f"Job size: ({job.min_nodes} of {nodes} nodes + {job.cpus} of {cpus} CPUs) / 2 = "
               f"{main.factors['jobsize']:.6f}.")
-        p = pi.cluster_info.partitions.get(main.partition)
+        p = cluster.partitions.get(main.partition)
         if p is not None:
-            if "NO_NORMAL_PART" in params.flags:
+            if "NO_NORMAL_PART" in settings.flags:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor}, used as is (NO_NORMAL_PART).")
             else:
                 w(f"Partition {p.name}: PriorityJobFactor {p.priority_job_factor} of the highest "
-                  f"{pi.cluster_info.part_max_priority}.")
-        qp = pi.cluster_info.qos_priority.get(job.qos, 0)
-        if "NO_NORMAL_QOS" in params.flags:
+                  f"{cluster.part_max_priority}.")
+        qp = cluster.qos_priority.get(job.qos, 0)
+        if "NO_NORMAL_QOS" in settings.flags:
             w(f"QOS {job.qos}: priority {qp}, used as is (NO_NORMAL_QOS).")
         else:
-            w(f"QOS {job.qos}: priority {qp} of the highest {pi.cluster_info.qos_max_priority}.")
+            w(f"QOS {job.qos}: priority {qp} of the highest {cluster.qos_max_priority}.")
         if job.site_factor:
             w(f"Site factor {job.site_factor:+} was set by an operator or a site_factor plugin.")
         if job.nice:
@@ -145,18 +149,19 @@ def explain_text(pi: Snapshot, job_ref: str, algorithm: str, engine: Params, now
     w("")
     out.extend(fairshare_path(result, tree, job, algorithm, engine.dampening))
     w("")
-    out.extend(_neighbours(pi, result, params, now, job, neighbours))
+    out.extend(_neighbours(pi, result, settings, now, job, neighbours))
     return "\n".join(out) + "\n"
 
 
-def _age_line(job: Job, params: PriorityParams, now: int) -> str:
+def _age_line(job: Job, settings: ClusterSettings, now: int) -> str:
     if not job.accrue_time:
         return "Age: the job is not accruing age yet (no accrue time: not eligible, held, dependent or over a limit)."
     waited = max(0, now - job.accrue_time)
-    if params.max_age and waited < params.max_age:
-        return (f"Age: waiting {duration(waited)} of PriorityMaxAge {duration(params.max_age)}: "
-                f"{waited} / {params.max_age} = {waited / params.max_age:.6f}.")
-    return f"Age: waiting {duration(waited)}, at least PriorityMaxAge {duration(params.max_age)}: the full 1.0."
+    max_age = int(settings.max_age_seconds)
+    if max_age and waited < max_age:
+        return (f"Age: waiting {duration(waited)} of PriorityMaxAge {duration(max_age)}: "
+                f"{waited} / {max_age} = {waited / max_age:.6f}.")
+    return f"Age: waiting {duration(waited)}, at least PriorityMaxAge {duration(max_age)}: the full 1.0."
 
 
 def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: float = 1.0) -> list[str]:
@@ -168,6 +173,8 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
     if i is None:
         w(f"Fair share: {job.user} has no association in account {job.account}: Slurm gives factor 0.")
         return lines
+    # level_based's FSRaw; the other algorithms have none and never read these zeros
+    fs_raw = result.fs_raw if result.fs_raw is not None else np.zeros(tree.n, dtype=np.uint64)
     chain = []
     x = i
     while x >= 0:
@@ -206,8 +213,8 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
         else:
             us = f"{_num(usage)} = {100 * usage / pu:.1f}% of {tree.account[p]}" if pu else _num(usage)
             lf = float(result.level_fs[a])
-            raw = int(result.fs_raw[a])
-            parent_raw = int(result.fs_raw[int(tree.parent[a])])
+            raw = int(fs_raw[a])
+            parent_raw = int(fs_raw[int(tree.parent[a])])
             fig = ("F " + ("-" if math.isnan(lf) else f"{lf:.4f}") + f" bucket {raw ^ parent_raw:016X}")
         w(f"  {name:<24} {sh:<22} {us:<28} {fig:<26} {_place(result, tree, a, algorithm)}")
     f = float(result.fairshare[i])
@@ -218,7 +225,7 @@ def fairshare_path(result: Result, tree, job: Job, algorithm: str, dampening: fl
           f"{_ordinal(n_users - rank + 1)} of {n_users} user associations (ties share a rank).")
     elif algorithm == "level_based":
         rank = round(f * n_users)
-        w(f"  {job.user}'s FSRaw {int(result.fs_raw[i]):016X}; fair-share factor {f:.6f} ≈ {rank} / {n_users}"
+        w(f"  {job.user}'s FSRaw {int(fs_raw[i]):016X}; fair-share factor {f:.6f} ≈ {rank} / {n_users}"
           f" ({_ordinal(n_users - rank)} of {n_users} users; the best gets (n−1)/n).")
     else:
         s = float(result.norm_shares[i])
@@ -250,9 +257,9 @@ def _place(result: Result, tree, a: int, algorithm: str) -> str:
     return f"{_ordinal(better + 1)} of {len(sibs)}"
 
 
-def _neighbours(pi: Snapshot, result: Result, params: PriorityParams, now: int, job: Job,
+def _neighbours(pi: Snapshot, result: Result, settings: ClusterSettings, now: int, job: Job,
                 n: int) -> list[str]:
-    entries = queue_entries(pi, result, params, now)
+    entries = queue_entries(pi, result, settings, now)
     mine = [k for k, e in enumerate(entries) if e.job.job_id == job.job_id]
     lines: list[str] = []
     if not mine:

@@ -12,9 +12,8 @@ import math
 import sys
 
 from ..explain_vs import explain_vs
-from ..priority import PriorityParams
 from .common import evaluate, save_if_asked
-from ..explain_common import utc
+from ..explain_common import details, utc
 
 
 def add_arguments(e: argparse.ArgumentParser) -> None:
@@ -30,7 +29,7 @@ def cmd_explain_vs(args: argparse.Namespace) -> int:
     ev = evaluate(args)
     pi, now, when, result = ev.pi, ev.now, ev.when, ev.result
     save_if_asked(args, pi, now)
-    data = explain_vs(result, pi.jobs, pi.cluster_info, PriorityParams.from_settings(ev.settings), now,
+    data = explain_vs(result, pi.jobs, details(pi), ev.settings, now,
                       args.job, args.vs, sibling_order=pi.sibling_order, dampening=ev.params.dampening,
                       priority_levels=ev.params.priority_levels)
     if args.format == "json":

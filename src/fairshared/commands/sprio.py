@@ -12,7 +12,7 @@ import sys
 
 from ..engine import ALGORITHMS
 from ..engine.ranks import fairshare_of
-from ..priority import PriorityParams
+from ..explain_common import details
 from ..priority_sprio import SprioRow, render_sprio, render_sprio_weights, render_sprio_weights_long, sprio
 from . import job_id_list, name_list
 from .common import add_at, add_source, evaluate, save_if_asked
@@ -49,19 +49,20 @@ def register(subparsers) -> None:
 def cmd_sprio(args: argparse.Namespace) -> int:
     ev = evaluate(args)
     pi, now, result = ev.pi, ev.now, ev.result
-    params = PriorityParams.from_settings(ev.settings)
+    settings = ev.settings
+    cluster = details(pi)
     save_if_asked(args, pi, now)
     if args.weights:
-        tres = ev.settings.weight_tres_text
-        sys.stdout.write(render_sprio_weights_long(params, tres, pi.cluster_info.slurm_version) if args.long
-                         else render_sprio_weights(params, tres, user_column=bool(args.user)))
+        tres = settings.weight_tres_text
+        sys.stdout.write(render_sprio_weights_long(settings, tres, cluster.slurm_version) if args.long
+                         else render_sprio_weights(settings, tres, user_column=bool(args.user)))
         return 0
-    rows = [r for r in sprio(pi.jobs, fairshare_of(result), pi.cluster_info, params, now) if _wanted(r, args)]
+    rows = [r for r in sprio(pi.jobs, fairshare_of(result), cluster, settings, now) if _wanted(r, args)]
     if args.format == "json":
         json.dump({"jobs": [r.as_json() for r in rows]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render_sprio(rows, version=pi.cluster_info.slurm_version))
+        sys.stdout.write(render_sprio(rows, version=cluster.slurm_version))
     sys.stdout.flush()  # the note goes after the header it explains
     if not rows and (args.jobs or args.user or args.partition):
         print(f"fairshared: no pending job matches {_filters(args)}", file=sys.stderr)

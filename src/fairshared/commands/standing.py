@@ -4,7 +4,9 @@ Two ways to the same answer: the running daemon's ``GET /api/v1/users/{user}`` (
 the same standing computed here with the engine from what the usual sources read (``--demo``, a
 snapshot, the live cluster through Slurm's commands).  Both give the API's object (docs/api-v1.md),
 printed by :func:`fairshared.commands.standing_text.standing_text` or, with ``--format json``, as it
-is.  Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
+is.  The daemon is asked with its token when there is one, else with a MUNGE credential of this
+process's uid (api/munge.py), so a user on a login node gets their own view, PrivateData applied.
+Without ``--url`` or a source, the daemon at the config's ``http.listen`` is asked first and, when
 nothing answers there or it does not answer this caller (401, 403, 503), the live cluster is read here.
 """
 
@@ -43,9 +45,9 @@ def register(subparsers) -> None:
     p.add_argument("--url", help="the daemon's base URL (default: http://<http.listen>)")
     p.add_argument("--token-file", metavar="FILE",
                    help="the daemon's bearer token, as for `fairshared recompute` (default: "
-                   "$FAIRSHARED_TOKEN, else the config's); without it the daemon answers only loopback, and "
-                   "only when it has no http.proxies (a user elsewhere is answered here from Slurm's "
-                   "commands instead)")
+                   "$FAIRSHARED_TOKEN, else the config's); without it this command proves who you are "
+                   "with a MUNGE credential (`munge`, munged's socket from the config's "
+                   "http.munge_socket) and the daemon answers you as Slurm would, PrivateData applied")
     p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a message: argv is public
     p.add_argument("--wait", type=positive_float, default=30.0, metavar="SECONDS",
                    help="how long to wait for the daemon's answer (default: 30)")
@@ -76,14 +78,33 @@ class Unreachable(Exception):
 
 
 class NotForYou(InputError):
-    """The daemon answered but not with this standing for this caller: 401 (a user on a login node: the
-    daemon answers its token, its proxy's users and, with no proxies, loopback), 403 (private), 503
-    (no cycle yet)."""
+    """The daemon answered but not with this standing for this caller: 401 (no token and no MUNGE
+    credential it believes: munge missing here, munged refusing it, http.munge off), 403 (private),
+    503 (no cycle yet, or munged not reachable from the daemon)."""
 
 
-def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
-    """``GET {url}/api/v1/users/{user}``: the daemon's answer, directly (no proxy, no redirect).
-    An HTTP error is an InputError naming the URL and the daemon's one-line reason."""
+def munge_header(where: str, socket: str | None) -> tuple[dict[str, str], str]:
+    """The header proving this process's uid to the daemon for the request to ``where`` (a MUNGE
+    credential bound to its path, api/munge.py), and ``""``; or no header and why not, when munge is
+    missing here or munged does not answer (the daemon then answers as it would without; the reason
+    is told only if it refuses)."""
+    import urllib.parse
+
+    from ..api.munge import HEADER, MungeError, mint
+
+    path = urllib.parse.unquote(urllib.parse.urlsplit(where).path)
+    try:
+        return {HEADER: mint(path, socket=socket)}, ""
+    except MungeError as exc:
+        return {}, f" (sent without a MUNGE credential: {exc})"
+
+
+def from_daemon(url: str, user: str, token: str | None, timeout: float,
+                munge_socket: str | None = None) -> dict:
+    """``GET {url}/api/v1/users/{user}``: the daemon's answer, directly (no proxy, no redirect), with
+    the token when there is one, else with a MUNGE credential of this process's uid (the daemon then
+    answers this user as slurmctld would, PrivateData applied).  An HTTP error is an InputError naming
+    the URL and the daemon's one-line reason."""
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -92,8 +113,13 @@ def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
 
     where = url.rstrip("/") + "/api/v1/users/" + urllib.parse.quote(user, safe="")
     req = urllib.request.Request(where, headers={"Accept": "application/json"})
+    no_credential = ""
     if token:
         req.add_header("Authorization", f"Bearer {token}")
+    else:
+        credential, no_credential = munge_header(where, munge_socket)
+        for k, v in credential.items():
+            req.add_header(k, v)
     try:
         with _no_redirects_opener().open(req, timeout=timeout) as resp:
             body = resp.read()
@@ -105,6 +131,8 @@ def from_daemon(url: str, user: str, token: str | None, timeout: float) -> dict:
             pass
         if 300 <= exc.code < 400:
             text = f"redirects to {exc.headers.get('Location', '(no Location)')!r}: not followed"
+        if exc.code in (401, 403):
+            text += no_credential
         raise (NotForYou if exc.code in (401, 403, 503) else InputError)(f"HTTP {exc.code}: {text}", where) \
             from None
     except (urllib.error.URLError, OSError) as exc:
@@ -138,7 +166,7 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
     # the daemon's choice (its [algorithm] section, else the cluster's PriorityFlags): the same figures
     algorithm, params = algorithm_for(load_config(args.config), snap)
     keeper = ViewKeeper(engine_params=lambda _snap: params)
-    keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source,
+    keeper.publish(CycleResult(number=0, started=float(now), algorithm=algorithm, source=snap.source or "",
                                push_mode="off", dry_run=True, snapshot=snap,
                                result=run_engine(snap, algorithm, params)))
     code, obj = Api(keeper, clock=lambda: now).answer(
@@ -149,8 +177,8 @@ def computed_here(args: argparse.Namespace, user: str) -> tuple[dict, str]:
              else "Slurm's commands")
     if code == 404:  # the API's "in the last cycle" is the daemon's; here it is what was just read
         raise InputError(f"no association and no pending job of user {user!r} in {where}")
-    if code != 200:
-        raise InputError(obj["error"])
+    if code != 200 or not isinstance(obj, dict):  # the API answers a dict (bytes only for openapi.json)
+        raise InputError(obj["error"] if isinstance(obj, dict) else f"HTTP {code}")
     return obj, f"computed here from {where}, evaluated at {when}"
 
 
@@ -183,7 +211,7 @@ def cmd_standing(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
         url = args.url or f"http://{cfg.http.listen}"
         try:
-            obj = from_daemon(url, user, token_for(args, cfg), args.wait)
+            obj = from_daemon(url, user, token_for(args, cfg), args.wait, cfg.http.munge_socket)
             source = f"from the daemon at {url.rstrip('/')}, cycle {obj['cycle']['number']}" + (
                 " (stale: the cycles since have failed)" if obj["cycle"].get("stale") else "")
         except Unreachable as exc:

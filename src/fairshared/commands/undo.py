@@ -107,10 +107,10 @@ def _say(args, state: PushState, tb: Takeback, *, applied: bool, left: PushState
           f"{len(tb.assoc_actions)} association priorit{'y' if len(tb.assoc_actions) == 1 else 'ies'}.")
     for a in tb.job_actions:
         print(_job_line(a))
-    for a in tb.assoc_actions:
-        new = "cleared (inherits its parent's)" if a.new is None else str(a.new)
-        print(f"  association {a.id} ({a.account}/{a.user}{'/' + a.partition if a.partition else ''}): "
-              f"Priority {a.old} -> {new}")
+    for assoc in tb.assoc_actions:
+        new = "cleared (inherits its parent's)" if assoc.new is None else str(assoc.new)
+        print(f"  association {assoc.id} ({assoc.account}/{assoc.user}"
+              f"{'/' + assoc.partition if assoc.partition else ''}): Priority {assoc.old} -> {new}")
     if tb.left_alone or tb.gone:
         print(f"Left alone: {tb.left_alone} changed by somebody since; {tb.gone} ended or removed.")
     for e in errors:

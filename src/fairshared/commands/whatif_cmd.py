@@ -16,10 +16,10 @@ from ..engine import ALGORITHMS
 from ..engine.decide import decide
 from ..explain_vs import resolve
 from ..model import InputError, Snapshot
-from ..priority import PRIORITY_MAX, PriorityParams
+from ..priority import PRIORITY_MAX
 from ..usage import UsagePolicy
 from ..whatif import OTHERS, apply_edits, fairshare_changes, order_changes, parse_edit, recovery_report
-from . import in_range, positive_float
+from . import dampening, in_range
 from .common import (
     add_at,
     add_source,
@@ -73,8 +73,9 @@ def register(subparsers) -> None:
                    help="move an account (and its subtree, with its usage) under another account")
     p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="compute 'after' with this algorithm (default: what the cluster's PriorityFlags say)")
-    p.add_argument("--dampening", type=positive_float, metavar="D",
-                   help="compute 'after' with this FairShareDampeningFactor (classic)")
+    p.add_argument("--dampening", type=dampening, metavar="D",
+                   help="compute 'after' with this FairShareDampeningFactor (classic): a whole number 0..65535 "
+                   "as in slurm.conf, 0 refused by classic")
     p.add_argument("--weights", type=parse_weights, default={}, metavar="SPEC",
                    help="priority weights for the queue order, e.g. fairshare=10000 (default: the cluster's)")
     p.add_argument("--recovery", metavar="USER[:ACCOUNT]",
@@ -99,20 +100,19 @@ def whatif_data(snap: Snapshot, args: argparse.Namespace, now: int) -> dict:
     after_assocs = apply_edits(snap.associations, edits, snap.sibling_order)
     before = run_engine(snap, alg_before, engine_before)
     after = run_engine(replace(snap, associations=after_assocs), alg_after, engine_after)
-    params = PriorityParams.from_settings(settings)
-    if args.weights:
-        params = params.with_weights(args.weights)
-    entries_after = queue_entries(snap, after, params, now)
+    weighed = settings.with_weights(args.weights) if args.weights else settings
+    entries_after = queue_entries(snap, after, weighed, now)
     data = {
         "algorithm": {"before": alg_before, "after": alg_after},
-        "dampening": {"before": settings.dampening, "after": args.dampening or settings.dampening},
+        "dampening": {"before": settings.dampening,
+                      "after": settings.dampening if args.dampening is None else args.dampening},
         "edits": [f"--{k} {t}" for k, t in args.edits],
         "users": fairshare_changes(before, after),
-        "jobs": order_changes(queue_entries(snap, before, params, now), entries_after),
+        "jobs": order_changes(queue_entries(snap, before, weighed, now), entries_after),
         # priorities at Slurm's ceiling after the edits: among them the order is submit time, job id
         "clamped": sum(e.priority >= PRIORITY_MAX for e in entries_after),
-        "pending_jobs": len(queue_entries(snap, before, params, now)),
-        "weight_fairshare": params.weight_fairshare,
+        "pending_jobs": len(queue_entries(snap, before, weighed, now)),
+        "weight_fairshare": weighed.weights["fairshare"],
     }
     if args.recovery:
         if args.target is None and args.target_rank is None:

@@ -128,6 +128,15 @@ class HttpConfig(_Strict):
     replacing any a browser sent."""
     user_header: str = Field(default="X-Forwarded-User", min_length=1, max_length=64)
     """The header in which a proxy of ``proxies`` names the user (letters, digits and '-')."""
+    munge: bool = True
+    """Believe a MUNGE credential in the header X-Fairshared-Munge as the caller of /api/v1/: the user
+    of the uid munged finds in it, from any address (as Slurm's own commands prove who they are);
+    `fairshared standing` and the Open OnDemand app send one.  Costs nothing for requests without
+    the header; with it, one `unmunge` (~5 ms, at most 2 at once).  Where munged does not run, such a
+    request is answered 503 naming why; false: 401."""
+    munge_socket: str | None = None
+    """munged's socket (`unmunge --socket`); default: unmunge's own, /run/munge/munge.socket.2 (Slurm's
+    AuthInfo=socket=... names another one; use the same here)."""
     explain_jobs: bool = False
     """Read every pending job's priority inputs each cycle (squeue's and sprio's fields: ~2 s more at
     100,000 jobs with the command-line source) so that /api/v1/jobs/ID and the page explain jobs in
@@ -141,6 +150,13 @@ class HttpConfig(_Strict):
                 ipaddress.ip_network(text.strip(), strict=False)
             except ValueError:
                 raise ValueError(f"{text!r} is not an IP address or network") from None
+        return v
+
+    @field_validator("munge_socket")
+    @classmethod
+    def _munge_socket(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("is empty: leave it out for unmunge's own socket")
         return v
 
     @field_validator("user_header")

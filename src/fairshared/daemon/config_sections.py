@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from ..engine.classic import ZERO_DAMPENING
+from ..settings import dampening_factor
 
 PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /metrics in any push mode
 MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
@@ -49,12 +52,22 @@ class UsageConfig(_Strict):
 class AlgorithmConfig(_Strict):
     name: Literal["classic", "fair_tree", "level_based"] | None = None
     """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
-    dampening: float | None = Field(default=None, gt=0, le=65535)
-    """FairShareDampeningFactor for classic (default: the cluster's); at most 65535, as in slurm.conf."""
+    dampening: float | None = None
+    """FairShareDampeningFactor for classic (default: the cluster's): a whole number 0..65535, as in
+    slurm.conf (settings.dampening_factor); classic refuses 0."""
     priority_levels: int | None = Field(default=None, ge=1, le=16)
     """PriorityLevels for level_based (default: the depth of the tree)."""
     zero_shares_best: bool = False
     """level_based: reproduce 14.11's bug that gave 0-share associations the best bucket."""
+
+    @field_validator("dampening", mode="before")
+    @classmethod
+    def _dampening(cls, value, info: ValidationInfo):
+        if value is None:
+            return None
+        if dampening_factor(value) == 0 and info.data.get("name") == "classic":  # it would fail every cycle
+            raise ValueError(f"0: {ZERO_DAMPENING}")
+        return float(dampening_factor(value))
 
 
 class ScheduleConfig(_Strict):

@@ -55,7 +55,7 @@ def period_for(config: Config, settings: ClusterSettings | None) -> float:
         return float(config.schedule.period)
     cp = settings.calc_period_seconds if settings is not None else None
     try:
-        cp = float(cp) if cp else 300.0
+        seconds = float(cp) if cp else 300.0
     except (TypeError, ValueError):
         return 300.0
-    return cp if 0 < cp < math.inf else 300.0
+    return seconds if 0 < seconds < math.inf else 300.0

@@ -59,6 +59,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
 from ..logs import get_logger
@@ -100,12 +101,17 @@ class DeadlineChannel(HTTPChannel):
     answer_started: float | None = None  # time.monotonic() the answer being queued wrote its first byte
     task_class = _noting_answers(WSGITask)
     error_task_class = _noting_answers(ErrorTask)
+    # as waitress's HTTPChannel has them (types-waitress leaves out the lock and says Sequence)
+    requests_lock: threading.Lock
+    requests: list[HTTPRequestParser]
+
+    # (first byte queued at, the offset its last byte ends at in what the connection sends), oldest
+    # first: workers append, the loop's close_late_answers pops what has been sent
+    answers: deque[tuple[float, int]]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # (first byte queued at, the offset its last byte ends at in what the connection sends), oldest
-        # first: workers append, the loop's close_late_answers pops what has been sent
-        self.answers: deque[tuple[float, int]] = deque()
+        self.answers = deque()
 
     def write_soon(self, data):
         if self.answer_started is None and data:  # a worker's thread, one answer at a time
@@ -140,7 +146,8 @@ class DeadlineChannel(HTTPChannel):
             for extra in self.requests[MAX_PIPELINED:]:
                 extra.close()
             del self.requests[MAX_PIPELINED:]
-            self.requests[-1].headers["CONNECTION"] = "close"  # read by waitress's task for its answer
+            # read by waitress's task for its answer; the headers are a dict (types-waitress says Mapping)
+            self.requests[-1].headers["CONNECTION"] = "close"  # type: ignore[index]
             if self.request is not None:
                 self.request.close()
                 self.request = None
@@ -173,7 +180,8 @@ class ProbeLane:
         (self.probes if self.is_probe(channel) else self.workers).add_task(channel)
 
     def shutdown(self, timeout: float) -> None:
-        self.probes.shutdown(cancel_pending=True, timeout=timeout)
+        # waitress adds the timeout to time.time(): any number of seconds (types-waitress says int)
+        self.probes.shutdown(cancel_pending=True, timeout=timeout)  # type: ignore[arg-type]
 
 
 def close_stalled(channels: Iterable, send_timeout: float, now: float | None = None) -> int:
@@ -271,7 +279,8 @@ class Pressure(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.msg == QUEUE_MESSAGE:
-            depth = record.args[0] if isinstance(record.args, tuple) and record.args else 0
+            args = record.args  # waitress's "Task queue depth is %d": the depth, an int
+            depth = args[0] if isinstance(args, tuple) and args and isinstance(args[0], int) else 0
             with self._lock:
                 self._note()
                 self.queued += 1

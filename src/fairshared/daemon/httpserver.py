@@ -41,8 +41,8 @@ import socket
 import struct
 import threading
 
-import waitress
 from waitress import wasyncore
+from waitress.server import BaseWSGIServer, create_server
 
 from ..model import InputError
 from .config_http import parse_listen
@@ -103,17 +103,22 @@ class HttpServer:
         self.request_timeout = request_timeout
         self.answer_timeout = answer_timeout
         self.send_timeout = float(timeout)
-        self.server = waitress.create_server(
+        server = create_server(
             app, map=self._map, sockets=[sock], threads=threads, connection_limit=self.connection_limit,
             channel_timeout=timeout, cleanup_interval=1, backlog=backlog,
             max_request_header_size=MAX_HEADER_BYTES, max_request_body_size=1, ident="fairshared",
             asyncore_use_poll=True, expose_tracebacks=False, outbuf_high_watermark=OUTBUF_NEVER_WAIT)
+        if not isinstance(server, BaseWSGIServer):  # waitress makes a MultiSocketServer for several sockets
+            raise TypeError(f"waitress made a {type(server).__name__} for one socket")
+        self.server = server
         # the request deadline: waitress's own maintenance (every cleanup_interval, in the loop's
         # thread) closes idle connections; ours then closes the ones whose request is too slow
         self.server.channel_class = DeadlineChannel
-        # /-/healthy and /-/ready on a worker of their own, never queued behind other requests
+        # /-/healthy and /-/ready on a worker of their own, never queued behind other requests;
+        # here and below, methods of this one server replaced (waitress has no hook for them)
         self.lanes = ProbeLane(self.server.task_dispatcher)
-        self.server.add_task = self.lanes.add_task
+        # (waitress hands add_task the channel; types-waitress says a Task)
+        self.server.add_task = self.lanes.add_task  # type: ignore[method-assign, assignment]
         idle_check = self.server.maintenance
         self.pressure = pressure or Pressure()
 
@@ -124,9 +129,9 @@ class HttpServer:
             self.pressure.stalled(close_stalled(channels, self.send_timeout))
             self.pressure.late(close_late_answers(channels, self.answer_timeout))
 
-        self.server.maintenance = maintenance
+        self.server.maintenance = maintenance  # type: ignore[method-assign]
         self._accept_one = self.server.handle_accept
-        self.server.handle_accept = self._accept_waiting
+        self.server.handle_accept = self._accept_waiting  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     def _accept_waiting(self) -> None:
@@ -159,7 +164,8 @@ class HttpServer:
             # reconnecting tricklers is not let in one connection per turn
             closed = 0
             for _ in range(min(self._backlog_length(), MAX_EVICT_PER_TURN)):
-                ch = evictable(self.server.active_channels.values())
+                # a dict (descriptor -> channel) in waitress; types-waitress says HTTPChannel
+                ch = evictable(self.server.active_channels.values())  # type: ignore[attr-defined]
                 if ch is None:
                     break
                 ch.handle_close()
@@ -210,7 +216,8 @@ class HttpServer:
             self._thread.join(timeout)
         else:  # never started (a test that turns the loop itself): no other thread has the map
             self._close_all()
-        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+        # waitress adds the timeout to time.time(): any number of seconds (types-waitress says int)
+        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)  # type: ignore[arg-type]
         self.lanes.shutdown(timeout)
         self.pressure.flush(force=True)
         self.pressure.uninstall()

@@ -33,14 +33,14 @@ def render_planned(res: CycleResult) -> str:
             out.append(f"  {a.account:<16} {a.user or '':<12} {a.partition or '':<10} {_v(a.old):>11} "
                        f"{_v(a.new):>11} {a.contribution:>11}")
     else:
-        acts = res.actions
-        out.append(f"cycle {res.number}, push mode {res.push_mode}: {len(acts)} job updates {verb}"
+        updates = res.actions
+        out.append(f"cycle {res.number}, push mode {res.push_mode}: {len(updates)} job updates {verb}"
                    + (f", {res.deferred} deferred" if res.deferred else ""))
-        if acts:
+        if updates:
             out.append(f"  {'JOBID':>10} {'USER':<12} {'ACCOUNT':<16} {'FIELD':<12} {'OLD':>11} {'NEW':>11} {'W*F':>11}")
-        for a in acts:
-            out.append(f"  {a.job_id:>10} {a.user:<12} {a.account:<16} {a.field:<12} {_v(a.old):>11} "
-                       f"{a.new:>11} {a.contribution:>11}")
+        for u in updates:
+            out.append(f"  {u.job_id:>10} {u.user:<12} {u.account:<16} {u.field:<12} {_v(u.old):>11} "
+                       f"{u.new:>11} {u.contribution:>11}")
     if res.outcome == "push_failed" and not res.blocked:
         out.append(f"  push failed: {res.error}")
     return "\n".join(out) + "\n"

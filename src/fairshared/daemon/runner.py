@@ -65,9 +65,9 @@ class Runner(AssocPush, JobPush, CycleRecord):
         self.state = self._load_state()
         self.done = threading.Condition()
         # what was last logged: the cycle settings line and the fair-share-twice warning, once per change
-        self._logged_settings: tuple | None = None
+        self._logged_settings = None
         self._twice = False
-        self._logged_block: object = None  # the last "writes nothing" reason logged (once per change)
+        self._logged_block = None  # the last "writes nothing" reason logged (once per change)
         # handed over by a reload, taken at the next cycle's start: the configuration and the source
         # for it (None: keep the source), as one tuple, so that a cycle never takes one reload's
         # configuration with another's source
@@ -205,7 +205,8 @@ class Runner(AssocPush, JobPush, CycleRecord):
         that raised leaves the push state as a restart would find it (its write-ahead, on disk)."""
         res = self._current
         if res is None or res.number != self.number:
-            res = CycleResult(number=self.number, started=time.time(), source=self.source.name,
+            # raised before the cycle's record existed: no algorithm known ("", as after a failed pull)
+            res = CycleResult(number=self.number, started=time.time(), algorithm="", source=self.source.name,
                               push_mode=self.config.push.mode, dry_run=self.config.push.dry_run)
         pushing = (res.actions or res.assoc_actions or res.taken_back) and not res.dry_run
         stage = "pull" if res.snapshot is None else "push" if pushing else "compute"

@@ -13,6 +13,7 @@ from ..records import JobGone, PushError
 from ..takeback import plan_takeback
 from ..sinks.base import AssocWriter, JobUpdater
 from .cycle_rules import PUSH_BATCH, weight_for
+from .runner_shared import RunnerShared
 
 
 def apply_takeback(tb, updater: JobUpdater, writer: AssocWriter | None, cluster: str | None
@@ -39,7 +40,7 @@ def apply_takeback(tb, updater: JobUpdater, writer: AssocWriter | None, cluster:
     return failed_jobs, failed_assocs, errors
 
 
-class AssocPush:
+class AssocPush(RunnerShared):
     """Runner methods for association priorities and the way back."""
 
     def _assoc_writer(self) -> AssocWriter:
@@ -50,6 +51,7 @@ class AssocPush:
     def _plan_assocs(self, res: CycleResult, snap: Snapshot, rows):
         """Plan push mode assoc_priority; ``res.blocked`` says why nothing may be written."""
         cfg = self.config
+        assert res.result is not None  # planned right after the cycle's compute, which set it
         plan = plan_assocs(rows, res.result, snap.jobs, self.state if self.state.mode == cfg.push.mode
                            else PushState(cfg.push.mode), weight=weight_for(cfg, snap),
                            levels=cfg.push.levels, take_over=cfg.push.take_over)
@@ -65,6 +67,8 @@ class AssocPush:
         pending jobs first), checking between requests that this daemon's slurmctld is in control."""
         if not self._still_active(res, 0, len(res.assoc_actions)):
             return
+        assert res.snapshot is not None  # a push follows a complete pull
+        cluster = res.snapshot.cluster
         ahead = write_ahead(self.state, res.assoc_actions, plan.state)
         if not self._save_state(ahead):
             res.outcome = "push_failed"
@@ -81,7 +85,7 @@ class AssocPush:
                     break
             ids = [a.id for a in group]
             try:
-                self._assoc_writer().write(res.snapshot.cluster, ids, value)
+                self._assoc_writer().write(cluster, ids, value)
                 res.assoc_written += len(ids)
             except PushError as exc:
                 failed.update(ids)

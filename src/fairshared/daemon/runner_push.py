@@ -13,9 +13,10 @@ from ..plan import within_budget
 from ..push_modes import Planned, PushMode
 from ..records import JobGone
 from .cycle_rules import PUSH_BATCH, PUSH_SHARE, RATE_LIMIT_SHARE, period_for
+from .runner_shared import RunnerShared
 
 
-class JobPush:
+class JobPush(RunnerShared):
     """Runner methods that push planned job updates."""
 
     def push_rate(self, snap: Snapshot) -> tuple[float, int, str] | None:
@@ -97,12 +98,15 @@ class JobPush:
     def _still_active(self, res: CycleResult, start: int, total: int | None = None) -> bool:
         """Check the controller right before the batch at ``start`` (of ``total``, default the job
         actions); False (and the rest deferred) on standby."""
+        # a push follows a complete pull, and the cycle's controller check right after it
+        assert res.snapshot is not None and res.controller is not None
         if start:  # the cycle's own check, made after the pull, stands for the first batch
             res.controller = self._check_controller(res.snapshot)
-        if res.controller.active:
+        role = res.controller
+        if role.active:
             return True
         res.deferred += (len(res.actions) if total is None else total) - start
         if start:
             self.log.warning("stopped pushing: the other head's slurmctld is in control now", pushed=res.pushed,
-                             deferred=res.deferred, detail=res.controller.detail)
+                             deferred=res.deferred, detail=role.detail)
         return False

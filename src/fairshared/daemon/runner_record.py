@@ -12,9 +12,10 @@ from ..cycle import CycleResult
 from ..plan import PushState
 from . import statefiles
 from .cycle_rules import weight_for
+from .runner_shared import RunnerShared
 
 
-class CycleRecord:
+class CycleRecord(RunnerShared):
     """Runner methods that keep and report what cycles did."""
 
     @property

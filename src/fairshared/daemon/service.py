@@ -37,6 +37,7 @@ from pathlib import Path
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 
 from .. import __version__
+from ..api.munge import decoder
 from ..api.routes import Api, ViewKeeper
 from ..history import HistoryCollector
 from ..logs import configure, get_logger
@@ -160,10 +161,11 @@ class Service(ServiceCycles, ServiceReload):
         return self.token, reads_need_token(self.config.http, self.token)
 
     def api_answer(self, environ: dict, token_ok: bool) -> tuple[int, object]:
-        """GET /api/v1/...: the API's answer, under the running http.proxies and http.user_header."""
+        """GET /api/v1/...: the API's answer, under the running http.proxies, http.user_header and http.munge."""
         hc = self.config.http
         return self.api.answer(environ, token_ok=token_ok, proxies=hc.proxies, user_header=hc.user_header,
-                               reads_need_token=reads_need_token(hc, self.token))
+                               reads_need_token=reads_need_token(hc, self.token),
+                               munge=decoder(hc.munge_socket).user if hc.munge else None)
 
     def endpoints(self) -> Endpoints:
         """What the HTTP server answers with (daemon/http.py)."""

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..settings import dampening_factor
 from .result import Result, blank, usage_norm
 from .tree import Tree
 
 ALGORITHM = "classic"
+# why d = 0 is refused: 2^(−UE/S/0) is 0 for any usage and NaN for none (priority_multifactor.c
+# _set_assoc_fs_factor), a factor slurmctld itself cannot use; scontrol update refuses 0 for it
+# ("invalid dampening factor", scontrol.c), though slurm.conf accepts it (settings.dampening_factor)
+ZERO_DAMPENING = ("the classic fair-share factor divides usage by it (slurmctld's is 0 for any usage "
+                  "and NaN for none); set it to 1 or more")
 
 
 def norm_shares(tree: Tree) -> np.ndarray:
@@ -89,8 +95,10 @@ def fairshare_factor(tree: Tree, ue: np.ndarray, s: np.ndarray, dampening: float
 
 
 def compute(tree: Tree, *, dampening: float = 1.0) -> Result:
-    if dampening <= 0:
-        raise ValueError("FairShareDampeningFactor must be > 0")
+    """sshare's columns by the classic formula; ``dampening`` by Slurm's rule
+    (:func:`fairshared.settings.dampening_factor`) and not 0 (:data:`ZERO_DAMPENING`): ValueError."""
+    if dampening_factor(dampening) == 0:
+        raise ValueError(f"dampening 0: {ZERO_DAMPENING}")
     u_norm = usage_norm(tree)
     s = norm_shares(tree)
     ue = effective_usage(tree, u_norm)

@@ -105,7 +105,7 @@ def rank_users(tree: Tree, lfs: np.ndarray, list_order: np.ndarray | None = None
     fsp = tree.fs_parent
     nonroot = np.arange(1, n)
     # 1. sort each children_list: key (fs parent, −LevelFS, account after user, list order)
-    keys = (~tree.is_user[nonroot], -lfs[nonroot], fsp[nonroot])
+    keys: tuple[np.ndarray, ...] = (~tree.is_user[nonroot], -lfs[nonroot], fsp[nonroot])
     if list_order is not None:
         keys = (list_order[nonroot], *keys)
     order = nonroot[np.lexsort(keys)]  # stable: list order last

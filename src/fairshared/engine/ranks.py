@@ -14,7 +14,12 @@ import numpy as np
 from ..model import Job
 from .result import Result
 
-__all__ = ["assoc_index", "competition_ranks", "fairshare_of", "job_assoc", "kendall_tau_b"]
+__all__ = ["AssocIndex", "assoc_index", "competition_ranks", "fairshare_of", "job_assoc", "kendall_tau_b"]
+
+
+# Associations by key, (account, user, partition) → row: :func:`assoc_index`'s dict, or the API's
+# ``AssocLookup``, a Mapping that finds a row without building the dict.
+AssocIndex = Mapping[tuple, int]
 
 
 def assoc_index(result: Result) -> dict[tuple, int]:
@@ -22,7 +27,7 @@ def assoc_index(result: Result) -> dict[tuple, int]:
     return {t.key(i): i for i in range(t.n)}
 
 
-def job_assoc(job: Job, index: dict[tuple, int]) -> int | None:
+def job_assoc(job: Job, index: AssocIndex) -> int | None:
     """The job's association: (account, user, partition) if such a per-partition one exists, else (account, user)."""
     for part in job.partitions:
         i = index.get((job.account, job.user, part))
@@ -31,9 +36,10 @@ def job_assoc(job: Job, index: dict[tuple, int]) -> int | None:
     return index.get((job.account, job.user, None))
 
 
-def fairshare_of(result: Result, index: Mapping[tuple, int] | None = None) -> Callable[[Job], float]:
+def fairshare_of(result: Result, index: AssocIndex | None = None) -> Callable[[Job], float]:
     """The fair-share factor of a job's association (0 without one, or where blank).  ``index``:
-    :func:`assoc_index` of ``result``, or anything with its ``get`` (built here when None)."""
+    :func:`assoc_index` of ``result``, or the API's ``AssocLookup`` (a Mapping that finds a row
+    without building the dict; built here when None)."""
     index = assoc_index(result) if index is None else index
 
     def fs(job: Job) -> float:

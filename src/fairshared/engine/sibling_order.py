@@ -98,8 +98,9 @@ def infer_lft_or_name(associations: list[Association], reported: Mapping[tuple, 
     by_lft = fair_tree.rank_users(tree, lfs)
     by_name = fair_tree.rank_users(tree, lfs, list_order=name_positions(tree, associations))
     users = {k: i for i, k in enumerate(zip(tree.account, tree.user, tree.partition)) if k[1] is not None}
-    at = [users.get(k) for k in reported]
-    if None in at:  # a user sshare shows that the tree lacks: neither order reproduces it
+    found = [users.get(k) for k in reported]
+    at = [i for i in found if i is not None]
+    if len(at) < len(found):  # a user sshare shows that the tree lacks: neither order reproduces it
         return None
     shown = [f"{v:f}" for v in reported.values()]
     lft_ok = [f"{f:f}" == s for f, s in zip(by_lft[at].tolist(), shown)]

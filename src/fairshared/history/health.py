@@ -28,7 +28,7 @@ REASONS = ("locked", "full", "corrupt", "refused", "error")
 class Health:
     """The writer's figures (see the module docstring); thread-safe."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.failures = dict.fromkeys(REASONS, 0)
         self.rows: dict[str, int] | None = None

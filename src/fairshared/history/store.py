@@ -158,10 +158,12 @@ class HistoryStore:
         con.execute("BEGIN IMMEDIATE")
         try:
             new = [r[0] for r in rows if r[0] not in self._ids]
-            ids = {}
+            ids: dict[tuple, int] = {}
             for a, u, p in new:
-                ids[(a, u, p)] = con.execute("INSERT INTO assoc (account, user, partition) VALUES (?, ?, ?)",
-                                             (a, u or "", p or "")).lastrowid
+                rowid = con.execute("INSERT INTO assoc (account, user, partition) VALUES (?, ?, ?)",
+                                    (a, u or "", p or "")).lastrowid
+                assert rowid is not None  # an INSERT's row id (None only before any)
+                ids[(a, u, p)] = rowid
             known = {**self._ids, **ids}
             # a cycle in the same second as the last one replaces it
             gone = con.execute("DELETE FROM cycle_points WHERE t = ?", (t,)).rowcount
@@ -227,7 +229,9 @@ class HistoryStore:
         return False
 
     def _sizes(self) -> tuple[dict[str, int], int]:
-        rows = dict(self._writer.execute("SELECT substr(name, 6), value FROM meta WHERE name LIKE 'rows_%'"))
+        """Rows per resolution and the bytes on disk, right after a write (its connection still open)."""
+        con = self._connection()
+        rows = dict(con.execute("SELECT substr(name, 6), value FROM meta WHERE name LIKE 'rows_%'"))
         size = 0
         for side in ("", "-wal"):
             try:

@@ -36,7 +36,7 @@ import math
 from typing import Any, TextIO
 
 from ..model import Association, InputError, Snapshot, check_shares, check_usage
-from ..settings import ClusterSettings
+from ..settings import ClusterSettings, dampening_factor
 from ..slurm.sshare import looks_like_sshare_dump
 from .snapshot_schema import check_config, check_top_level
 
@@ -103,9 +103,13 @@ def _check_config(config: dict, name: str) -> None:
     if flags is not None and (not isinstance(flags, list) or not all(_text(f) for f in flags)):
         raise InputError(f"config.priority_flags {flags!r} is not a list of flag names", name)
     damp = config.get("dampening")
-    if damp is not None and (isinstance(damp, bool) or not isinstance(damp, (int, float))
-                             or not 0 <= damp < math.inf or damp > 1e300):  # (an int beyond a double too)
-        raise InputError(f"config.dampening {damp!r} is not a finite number >= 0", name)
+    if isinstance(damp, str):  # a JSON number, not the digits the rule takes from text
+        raise InputError(f"config.dampening {damp!r} is not a number", name)
+    if damp is not None:
+        try:
+            dampening_factor(damp)
+        except ValueError as exc:
+            raise InputError(f"config.dampening: {exc}", name) from None
     levels = config.get("priority_levels")
     if levels is not None and (isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= 16):
         raise InputError(f"config.priority_levels {levels!r} is not an integer in 1..16", name)

@@ -2,15 +2,24 @@
 PriorityFlag one Slurm has.  A misspelt key is refused with its path (``config.weight_fairshar``,
 ``priority_inputs.jobs[3].nicee``), never ignored: a silently dropped weight would change every
 figure.  The readers (:mod:`.snapshot`, :mod:`.priority_snapshot`) convert after this check.
+
+The ``config`` part is not written out here: :data:`SnapshotConfig` is built from the
+:class:`~fairshared.settings.ClusterSettings` dataclass, each field with its type and the range its
+``metadata`` gives (a weight a uint32, a time never negative), so a setting added there is a key a
+snapshot may hold, with no second edit; only what a file must hold beyond its type is added here
+(``rate_limit``'s three keys, the PriorityFlags Slurm has).  Before, a hand-written copy refused a
+negative PriorityWeightTRES the settings held, and a cluster's snapshot would not read back.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from dataclasses import fields
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from ..model import InputError
+from ..settings import ClusterSettings, setting_types
 from ..slurm.units import NICE_OFFSET
 
 NICE_MAX = NICE_OFFSET - 3  # scontrol update nice: refused beyond
@@ -22,7 +31,6 @@ PRIORITY_FLAGS = ("ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "FAIR
                   "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES", "SMALL_RELATIVE_TO_TIME")
 
 Count = Annotated[int, Field(ge=0)]
-Weight = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]  # PriorityWeight*: uint32 in slurm.conf
 
 
 class _Strict(BaseModel):
@@ -35,49 +43,45 @@ class RateLimit(_Strict):
     refill_period: Annotated[int, Field(ge=1)]
 
 
-class SnapshotConfig(_Strict):
-    """``config``: the keys every source writes (slurm.config.priority_config and priority_config_extra,
-    the pyslurm source's, the demo's) and ``priority_levels``."""
+class _ConfigChecks(_Strict):
+    """What a snapshot's ``config`` must hold beyond each field's type."""
 
-    cluster_name: str | None = None
-    slurm_version: str | None = None
-    priority_type: str | None = None
-    priority_flags: list[str] | None = None
-    dampening: float | None = None  # checked further by snapshot._check_config
-    priority_levels: int | None = None
-    half_life_seconds: Count | None = None
-    calc_period_seconds: Count | None = None
-    usage_reset_period: str | None = None
-    max_age_seconds: Count | None = None
-    favor_small: bool | None = None
-    weight_age: Weight | None = None
-    weight_assoc: Weight | None = None
-    weight_fairshare: Weight | None = None
-    weight_jobsize: Weight | None = None
-    weight_partition: Weight | None = None
-    weight_qos: Weight | None = None
-    # PriorityWeightTRES: slurm.conf reads each with strtod, so a negative weight is a real setting
-    # (a TRES that lowers priority); refusing one made a snapshot of such a cluster unreadable
-    weight_tres: dict[str, float] | None = None
-    weight_tres_exact: dict[str, float] | None = None
-    weight_tres_text: str | None = None
-    tres_order: list[str] | None = None
-    accounting_storage_enforce: list[str] | None = None
-    site_factor_plugin: str | None = None
-    state_save_location: str | None = None
-    slurm_conf: str | None = None
-    no_normal_ambiguous: bool | None = None
-    rate_limit: RateLimit | None = None  # slurmctld's rl_enable (slurm.config.rate_limit)
-    slurm_user_uid: Count | None = None
-    private_data: list[str] | None = None  # PrivateData, lower case (slurm.config.private_data)
-
-    @field_validator("priority_flags")
+    @field_validator("priority_flags", check_fields=False)
     @classmethod
     def _flags(cls, flags):
         for f in flags or []:
             if str(f).strip().upper() not in PRIORITY_FLAGS:
                 raise ValueError(f"unknown PriorityFlag {f!r} (Slurm's: {', '.join(PRIORITY_FLAGS)})")
         return flags
+
+
+# fields whose value a snapshot holds to more than their type: slurmctld's rl_enable (slurm.config.rate_limit)
+REFINED: dict[str, Any] = {"rate_limit": RateLimit}
+
+
+def _without_none(tp: Any) -> Any:
+    """``X | None`` → X (the snapshot allows null for every key: it means the default)."""
+    if get_origin(tp) in (Union, type(int | None)):
+        rest = [a for a in get_args(tp) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else Union[tuple(rest)]
+    return tp
+
+
+def config_model(cls: type[ClusterSettings] = ClusterSettings) -> type[BaseModel]:
+    """``config``'s model from :class:`ClusterSettings`: every setting
+    (:func:`fairshared.settings.setting_types`) a key, null or of the field's type within the range
+    of the field's ``metadata`` (``ge``/``le``), refined by :data:`REFINED`."""
+    ranges = {f.name: dict(f.metadata) for f in fields(cls)}
+    spec: dict[str, Any] = {}
+    for name, tp in setting_types(cls).items():
+        base = REFINED.get(name, _without_none(tp))
+        if ranges[name]:
+            base = Annotated[base, Field(**ranges[name])]
+        spec[name] = (Optional[base], None)
+    return create_model("SnapshotConfig", __base__=_ConfigChecks, **spec)
+
+
+SnapshotConfig = config_model()
 
 
 class Partition(_Strict):

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 
 from ..records import AssocPriority, PushError
 from ..slurm.sacctmgr import ASSOC_PRIORITY_FIELDS, parse_assoc_priorities
+from .base import AssocWriter
 
 IDS_PER_REQUEST = 2000
 
 
-class SacctmgrAssocs:
+class SacctmgrAssocs(AssocWriter):
     """Reads and writes associations' own Priority with sacctmgr (argv lists, never a shell)."""
 
     name = "sacctmgr"

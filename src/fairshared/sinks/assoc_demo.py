@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..records import AssocPriority, PushError
+from .base import AssocWriter
 
 
-class DemoAssocs:
+class DemoAssocs(AssocWriter):
     name = "demo"
 
     def __init__(self, cluster):

@@ -13,7 +13,8 @@ Outcome = Union[None, JobGone, PushError]
 
 
 class JobUpdater(Protocol):
-    """Everything the daemon's runner uses of an updater."""
+    """Everything the daemon's runner uses of an updater.  Each updater names it
+    (``class CliUpdater(JobUpdater)``), so a type checker holds each one to it."""
 
     name: str
 
@@ -40,14 +41,17 @@ def apply_each(updater: JobUpdater, actions: Sequence[PushAction]) -> list[Outco
 
 
 class AppliesEach:
-    """A mixin: ``apply_many`` as :func:`apply_each` over the class's own ``apply``."""
+    """A mixin for a :class:`JobUpdater`: ``apply_many`` as :func:`apply_each` over the class's own
+    ``apply`` (``class DemoUpdater(AppliesEach, JobUpdater)``: the mixin first, so that its
+    ``apply_many`` is the one called)."""
 
-    def apply_many(self, actions: Sequence[PushAction]) -> list[Outcome]:
+    def apply_many(self: JobUpdater, actions: Sequence[PushAction]) -> list[Outcome]:
         return apply_each(self, actions)
 
 
 class AssocWriter(Protocol):
-    """Reads and writes associations' own Priority (push mode ``assoc_priority`` and the way back)."""
+    """Reads and writes associations' own Priority (push mode ``assoc_priority`` and the way back);
+    each writer names it (``class SacctmgrAssocs(AssocWriter)``)."""
 
     name: str
     requests: int  # slurmdbd requests sent so far

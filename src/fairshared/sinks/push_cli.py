@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 
 from ..records import JobGone, PushAction, PushError
-from .base import Outcome
+from .base import JobUpdater, Outcome
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority", "release": "release"}
 
@@ -43,7 +44,7 @@ class Unreachable(PushError):
     """scontrol did not answer or is missing: retrying job by job would only wait again."""
 
 
-class CliUpdater:
+class CliUpdater(JobUpdater):
     name = "cli"
 
     def __init__(self, *, timeout: float = 30.0, bin_dir: str | None = None, env: dict | None = None):
@@ -63,7 +64,7 @@ class CliUpdater:
     def apply(self, action: PushAction) -> None:
         self._run(self.argv(action), action)
 
-    def apply_many(self, actions: list[PushAction]) -> list[Outcome]:
+    def apply_many(self, actions: Sequence[PushAction]) -> list[Outcome]:
         """Write ``actions``; one result per action: None (done), JobGone or PushError."""
         results: list[Outcome] = [None] * len(actions)
         groups: dict[tuple[str, int], list[int]] = {}

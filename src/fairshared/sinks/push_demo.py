@@ -8,10 +8,10 @@ import the sources, so the cluster is taken as it comes.
 from __future__ import annotations
 
 from ..records import JobGone, PushAction
-from .base import AppliesEach
+from .base import AppliesEach, JobUpdater
 
 
-class DemoUpdater(AppliesEach):
+class DemoUpdater(AppliesEach, JobUpdater):
     name = "demo"
 
     def __init__(self, cluster):

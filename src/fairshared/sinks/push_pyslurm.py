@@ -32,7 +32,7 @@ from typing import Callable
 
 from ..pyslurm_loader import import_pyslurm
 from ..records import JobGone, PushAction, PushError, SourceError
-from .base import AppliesEach
+from .base import AppliesEach, JobUpdater
 
 FIELD = {"site_factor": "SiteFactor", "nice": "Nice", "priority": "Priority"}
 LIMIT = 2147483645  # NICE_OFFSET - 3
@@ -53,7 +53,7 @@ GONE_MESSAGES = (
 )
 
 
-class PyslurmUpdater(AppliesEach):
+class PyslurmUpdater(AppliesEach, JobUpdater):
     """JobUpdater over pyslurm; ``fallback`` applies the values pyslurm cannot send (0)."""
 
     name = "pyslurm"

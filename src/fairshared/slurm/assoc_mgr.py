@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..model import PARENT, InputError, check_shares, check_usage
+from ..model import PARENT, InputError, Shares, check_shares, check_usage
 from .scontrol import key_values
 from .units import INFINITE
 
@@ -25,7 +25,7 @@ class AssocRecord:
     user: str | None
     partition: str | None
     parent_id: int | None
-    shares: int | str
+    shares: Shares
     usage: float
     order: int | str | None
 
@@ -126,7 +126,7 @@ def _assoc_record(block: dict[str, str], where: str, start: int) -> AssocRecord:
     if shares_field is None or usage_field is None:
         raise InputError("lacks SharesRaw/... or UsageRaw/...", at())
     raw_shares = shares_field.partition("/")[0]
-    shares: int | str
+    shares: Shares
     if raw_shares.lower() == "parent" or raw_shares == "2147483647":
         shares = PARENT
     else:

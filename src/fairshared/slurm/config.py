@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from ..model import Controllers, InputError
+from ..settings import dampening_factor
 from .tres import parse_tres_weights
 from .units import time_str_seconds
 from .versions import NO_NORMAL_NAMED, RATE_LIMIT, release_of, version_tuple
@@ -27,10 +28,13 @@ def parse_config(text: str) -> dict[str, str]:
     return out
 
 
-def _int(v: str, default: int = 0) -> int:
+def _int(v: str | None, default: int = 0) -> int:
+    """A PriorityWeight* as scontrol prints it; ``default`` when absent or not a number."""
+    if v is None:
+        return default
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except ValueError:
         return default
 
 
@@ -56,7 +60,7 @@ def priority_config(raw: dict[str, str]) -> dict:
         "slurm_version": raw.get("SLURM_VERSION"),
         "priority_type": raw.get("PriorityType", "priority/basic"),
         "priority_flags": flags,
-        "dampening": _int(raw.get("FairShareDampeningFactor", "1"), 1),
+        "dampening": _dampening(raw.get("FairShareDampeningFactor")),
         "half_life_seconds": time_str_seconds(raw.get("PriorityDecayHalfLife", "7-00:00:00")),
         "calc_period_seconds": time_str_seconds(raw.get("PriorityCalcPeriod", "00:05:00")),
         "usage_reset_period": raw.get("PriorityUsageResetPeriod", "NONE").upper(),
@@ -75,6 +79,17 @@ def priority_config(raw: dict[str, str]) -> dict:
         "slurm_user_uid": _uid_of(raw.get("SlurmUser", "")),
         "private_data": private_data(raw.get("PrivateData")),
     }
+
+
+def _dampening(text: str | None) -> int:
+    """``FairShareDampeningFactor = 3`` → 3; 1 when scontrol prints none (read_config.c's default); else
+    Slurm's rule (:func:`fairshared.settings.dampening_factor`), an :class:`InputError` naming the key."""
+    if text is None:
+        return 1
+    try:
+        return dampening_factor(text)
+    except ValueError as exc:
+        raise InputError(f"FairShareDampeningFactor: {exc}", "scontrol show config") from None
 
 
 def private_data(text: str | None) -> list[str]:

@@ -53,10 +53,10 @@ def parse_nodes(text: str, where: str = "scontrol show node") -> tuple[int, int]
         if not line.strip() or not line.startswith("NodeName="):
             continue
         kv = key_values(line)
-        value = kv.get("CPUEfctv", kv.get("CPUTot"))
+        value = kv.get("CPUEfctv", kv.get("CPUTot")) or ""  # neither: no count, refused below
         try:
             cpus += int(value)
-        except (TypeError, ValueError):
+        except ValueError:
             raise InputError("has no CPUEfctv= or CPUTot=", f"{where}: line {lineno}") from None
         nodes += 1
     return nodes, cpus

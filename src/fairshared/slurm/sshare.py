@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..model import Association, InputError, Snapshot, check_shares, USAGE_MAX, check_usage
+from ..model import Association, InputError, Shares, Snapshot, check_shares, USAGE_MAX, check_usage
 
 REQUIRED = ("account", "user", "rawshares", "rawusage")
 
@@ -159,7 +159,7 @@ def _usage(text: str, where: Callable[[], str]) -> float:
     return usage if 0.0 <= usage <= USAGE_MAX else check_usage(text, where())
 
 
-def _shares(text: str, where: Callable[[], str]) -> int | str:
+def _shares(text: str, where: Callable[[], str]) -> Shares:
     """check_shares(text, where()), likewise."""
     try:
         shares = int(text)
@@ -173,7 +173,7 @@ def parse_sshare_fairshare(text: str) -> dict[tuple[str, str | None, str | None]
     partition)."""
     if not text.strip():
         return {}
-    return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare
+    return parse_sshare(io.StringIO(text), "sshare -a -l -P -m").reported_fairshare or {}  # never None here
 
 
 # --- sshare by association ID: the cross-check of the association manager's tree -----------------

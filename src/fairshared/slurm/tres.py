@@ -40,7 +40,10 @@ def tres_count(name: str, value: str) -> float | None:
         return None
     base = tres_base_unit(name)
     unit = m.group(2)
-    return num * 1024.0 ** ((unit_power(unit) if unit else base) - base)
+    power = unit_power(unit) if unit else base
+    if power is None:  # not reached: the pattern admits only K, M, G, T and P
+        return None
+    return num * 1024.0 ** (power - base)
 
 
 def parse_tres(text: str | None) -> dict[str, int]:

@@ -31,7 +31,7 @@ class _Records:
     reader: object = None
 
 
-class AccountingUsage:
+class AccountingUsage(Source, UsesCommandLine):
     """A :class:`~.base.Source`: ``inner``'s snapshot with the usage from slurmdbd's job records
     (``model``: ``slurm`` or ``exact``); its ``source`` text says so."""
 

@@ -27,12 +27,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Snapshot
+from ..model import PARENT, Association, ClusterInfo, Job, PartitionInfo, Shares, Snapshot
 from ..records import AssocPriority
 from ..settings import ClusterSettings
 from ..usage import UsagePolicy
+from .base import Source
 
-TREE = [
+# (account, user, parent account, shares) in sibling order; a user row's parent is its account
+TREE: list[tuple[str, str | None, str | None, Shares]] = [
     ("root", None, None, 1),
     ("root", "root", None, 1),
     ("physics", None, "root", 40),
@@ -62,15 +64,18 @@ APPETITE = {"alice": (900, 0.6), "bob": (200, 0.3), "carol": (1500, 0.5), "dan":
             "ivan": (300, 0.4), "jo": (600, 0.3), "kim": (100, 0.2), "lee": (0, 0.1), "root": (0, 0.0)}
 PARTITIONS = ("batch", "gpu")
 
+PERIOD = 15  # PriorityCalcPeriod, seconds
+HALF_LIFE = 3600  # PriorityDecayHalfLife, seconds
+
 # The demo cluster's slurm.conf, for the daemon and the commands alike.
-CONFIG = {
+CONFIG: dict[str, object] = {
     "cluster_name": "demo",
     "slurm_version": "25.11",  # whose sprio -l it prints (ACCOUNT and QOSNAME columns)
     "priority_type": "priority/multifactor",
     "priority_flags": [],
     "dampening": 1,
-    "half_life_seconds": 3600,
-    "calc_period_seconds": 15,
+    "half_life_seconds": HALF_LIFE,
+    "calc_period_seconds": PERIOD,
     "usage_reset_period": "NONE",
     "max_age_seconds": 300,
     "favor_small": False,
@@ -88,9 +93,8 @@ SETTINGS = ClusterSettings.from_dict(CONFIG)
 # push mode assoc_priority: the demo's slurm.conf as that mode needs it (push_assoc.cluster_problem)
 ASSOC_SETTINGS = SETTINGS.with_values(weight_assoc=1, weight_fairshare=0, priority_flags=["NO_NORMAL_ASSOC"])
 EPOCH = 1_767_225_600  # period 0 starts at 2026-01-01 00:00 UTC
-PERIOD = CONFIG["calc_period_seconds"]
 SEED = 42
-WINDOW = 40 * CONFIG["half_life_seconds"] // PERIOD  # periods of usage history summed
+WINDOW = 40 * HALF_LIFE // PERIOD  # periods of usage history summed
 MAX_WAIT = 64  # periods a job may wait at most (0.75^64: one job in 10^8 would wait longer)
 FIRST_JOB_ID, MAX_JOB_ID = 1000, 67_043_328  # Slurm's FirstJobId default is 1; MaxJobId's default
 USERS = [(a, u) for a, u, _, _ in TREE if u]  # the user associations, in tree order
@@ -286,7 +290,7 @@ class DemoCluster:
         return {j.job_id: j for j in self.inputs().jobs}
 
 
-class DemoSource:
+class DemoSource(Source):
     name = "demo"
     reads_details = True
 

@@ -51,13 +51,15 @@ def config_from_pyslurm(cfg) -> dict:
             raise SourceError(str(exc)) from None
     reset = cfg.priority_usage_reset_period  # None means NONE (config.pyx:776-794)
     plugin = cfg.priority_site_factor_plugin
-    dampening = cfg.fair_share_dampening_factor  # u16_parse: None when 0/unset; Slurm's default is 1
+    # u16_parse: None for 0 (slurmctld holds 1 when slurm.conf leaves it out, so None is a 0 slurm.conf
+    # gave, as scontrol prints it) and "UNLIMITED" for INFINITE16, 65535; ClusterSettings applies Slurm's rule
+    dampening = {None: 0, "UNLIMITED": 0xFFFF}.get(cfg.fair_share_dampening_factor, cfg.fair_share_dampening_factor)
     return {
         "cluster_name": cfg.cluster_name,
         "slurm_version": cfg.version,  # config.pyx:1190-1191
         "priority_type": cfg.priority_type or "priority/basic",
         "priority_flags": [str(f).strip().upper() for f in (cfg.priority_flags or []) if str(f).strip()],
-        "dampening": dampening if isinstance(dampening, int) and not isinstance(dampening, bool) else 1,
+        "dampening": dampening,
         "half_life_seconds": _seconds(cfg.priority_decay_half_life, "priority_decay_half_life"),
         "calc_period_seconds": _seconds(cfg.priority_calc_period, "priority_calc_period"),
         "usage_reset_period": str(reset).upper() if reset else "NONE",

@@ -102,6 +102,9 @@ def records_from_jobs(jobs: Iterable[Any], qos_factors: Mapping[str, float] | No
         jid = getattr(j, "id", None)
         if cluster is not None and getattr(j, "cluster", cluster) not in (cluster, None):
             continue
+        if jid is None:  # nothing to merge its later reads by (sacct's rows always have one)
+            bad.append(BadRecord("?", "no job id"))
+            continue
         try:
             start = _epoch(getattr(j, "start_time", None))
             end = _epoch(getattr(j, "end_time", None))
@@ -141,6 +144,7 @@ class PyslurmJobs:
     overlap: float = 300.0
     chunk: int = 500
     cluster: str | None = None
+    # None: made from ``overlap`` (__post_init__); tests hand one in
     state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self):

@@ -46,6 +46,7 @@ from ..model import Job, Snapshot
 from ..pyslurm_loader import import_pyslurm
 from ..records import SourceError
 from ..settings import ClusterSettings
+from .base import ReadsJobRecords, Source, UsesCommandLine
 from .pyslurm_assocs import AssocMgrUsage, DbAssociation, UsageKey, associations_from_pyslurm
 from .pyslurm_config import config_from_pyslurm
 
@@ -76,7 +77,7 @@ def _call(what: str, fn: Callable[..., Any], *args, **kwargs):
 # --- the source ----------------------------------------------------------------------------------
 
 
-class PyslurmSource:
+class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
     """The pyslurm source.
 
     ``usage`` supplies raw usage per (account, user, partition) (default:

@@ -89,8 +89,8 @@ def parse_sacct(text: str, qos_factors: dict[str, float] | None = None, where: s
         if len(parts) != n:
             if not line.strip():
                 continue
-            jid = parts[0] if parts else f"at line {lineno}"
-            bad.append(BadRecord(jid, f"{where}: line {lineno} has {len(parts)} fields, expected {n}"))
+            bad.append(BadRecord(parts[0] if parts else f"at line {lineno}",
+                                 f"{where}: line {lineno} has {len(parts)} fields, expected {n}"))
             continue
         jid_s, account, user, part, qos, start_s, end_s, _state, tres_s = parts
         jid = _job_id(jid_s)
@@ -189,6 +189,7 @@ class SacctJobs:
     run: Callable[[list[str]], str]
     overlap: float = 300.0
     chunk: int = 500  # job ids per ``sacct -j`` re-read
+    # None: made from ``overlap`` (__post_init__); tests hand one in
     state: IncrementalJobs = field(default=None)  # type: ignore[assignment]
     qos_factors: dict[str, float] | None = None
 

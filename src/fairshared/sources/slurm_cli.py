@@ -47,12 +47,13 @@ from ..slurm.sshare import ID_FIELDS, ShareRow, parse_sshare, parse_sshare_ids
 from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from ..settings import ClusterSettings
+from .base import Source, UsesCommandLine
 from .jobinfo_cli import JobInfoCli, _read_text, no_normal_flags, read_jobs
 from .slurm_commands import SlurmCommands
 
 
 @dataclass
-class SlurmCli(SlurmCommands):
+class SlurmCli(SlurmCommands, Source, UsesCommandLine):
     """The command-line source: runs its commands as :class:`SlurmCommands` (``bin_dir``, ``timeout``,
     ``env``, ``calls``, ``one_read``) and composes the readers of :mod:`.jobinfo_cli` for the jobs."""
 
