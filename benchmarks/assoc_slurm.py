@@ -54,7 +54,7 @@ import cycle_slurm as cs  # noqa: E402  (puts src/ and tests/ on sys.path)
 from fairshared import __version__  # noqa: E402
 from fairshared.daemon.config import config_from_dict  # noqa: E402
 from fairshared.daemon.runner import Runner  # noqa: E402
-from fairshared.daemon.service import make_source_and_updater  # noqa: E402
+from fairshared.daemon.wiring import make_source_and_updater  # noqa: E402
 from fairshared.logs import configure as configure_logs  # noqa: E402
 from fairshared.sinks.assoc_cli import SacctmgrAssocs  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402

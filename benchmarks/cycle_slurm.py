@@ -76,7 +76,7 @@ from fairshared import __version__  # noqa: E402
 from fairshared.daemon.config import config_from_dict  # noqa: E402
 from fairshared.logs import configure as configure_logs  # noqa: E402
 from fairshared.daemon.runner import Runner  # noqa: E402
-from fairshared.daemon.service import make_source_and_updater  # noqa: E402
+from fairshared.daemon.wiring import make_source_and_updater  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402
 from slurm_cluster import add_unix_user  # noqa: E402
 

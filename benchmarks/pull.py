@@ -41,7 +41,8 @@ from synthetic import make_associations  # noqa: E402
 
 from fairshared.engine import compute  # noqa: E402
 from fairshared.engine.sibling_order import LFT, NAME, name_key  # noqa: E402
-from fairshared.engine.tree import Tree, build_tree  # noqa: E402
+from fairshared.engine.tree import Tree  # noqa: E402
+from fairshared.engine.tree_build import build_tree  # noqa: E402
 from fairshared.model import PARENT, Association, Job, Snapshot  # noqa: E402
 from fairshared.sources.jobinfo_cli import read_jobs  # noqa: E402
 from fairshared.sources.slurm_cli import SlurmCli, associations_from_assoc_mgr, check_same_ids  # noqa: E402

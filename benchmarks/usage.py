@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from fairshared.model import Association  # noqa: E402
 from fairshared.sources.sacct import parse_sacct  # noqa: E402
-from fairshared.usage import JobRecord, UsagePolicy, compute_usage  # noqa: E402
+from fairshared.usage import JobRecord, UsagePolicy  # noqa: E402
+from fairshared.usage_charge import compute_usage  # noqa: E402
 
 
 def tree(accounts: int = 100, users: int = 20) -> list[Association]:

@@ -10,7 +10,7 @@ from helpers import run
 
 from fairshared.cli import main
 from fairshared.daemon.config import config_from_dict
-from fairshared.daemon.service import state_dir
+from fairshared.daemon.wiring import state_dir
 from fairshared.settings import ClusterSettings
 from fairshared.priority_sprio import render_sprio_weights
 from fairshared.sources.demo import CONFIG

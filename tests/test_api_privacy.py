@@ -192,7 +192,7 @@ def test_privatedata_is_read_from_scontrol_and_pyslurm_as_slurm_prints_it():
 
     from fairshared.settings import ClusterSettings
     from fairshared.slurm.config import parse_config, priority_config
-    from fairshared.sources.pyslurm_source import config_from_pyslurm
+    from fairshared.sources.pyslurm_config import config_from_pyslurm
 
     raw = parse_config("PrivateData             = accounts,jobs,usage,users\nPriorityType = priority/multifactor\n")
     cfg = priority_config(raw)

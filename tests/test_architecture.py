@@ -26,7 +26,7 @@ LAYER = {
     # 0 foundation: records and formats every layer shares; no fairshared import but those below
     "__init__": 0, "model": 0, "settings": 0, "records": 0, "slurm": 0, "logs": 0, "pyslurm_loader": 0,
     # 1 core: the computations; no I/O
-    "engine": 1, "priority": 1, "priority_sprio": 1, "usage": 1, "usage_clock": 1, "plan": 1, "push_modes": 1, "push_assoc": 1, "takeback": 1, "whatif": 1, "explain_vs": 1, "explain_common": 1, "explain_json": 1,
+    "engine": 1, "priority": 1, "priority_sprio": 1, "usage": 1, "usage_clock": 1, "usage_models": 1, "usage_charge": 1, "plan": 1, "push_modes": 1, "push_assoc": 1, "takeback": 1, "whatif": 1, "explain_vs": 1, "explain_common": 1, "explain_json": 1,
     "output": 1, "cycle": 1,
     # 2 adapters: where inputs come from and where results go
     "inputs": 2, "sources": 2, "sinks": 2, "history": 2, "api": 2, "web": 2,

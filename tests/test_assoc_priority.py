@@ -278,14 +278,14 @@ def test_takeback_plan_for_each_mode_touches_only_what_is_still_ours():
 
 def test_undo_command_shows_then_applies_and_is_safe_twice(tmp_path, capsys, monkeypatch):
     """The command reads the state file and the cluster; here a real sacctmgr-shaped writer is not
-    available, so the demo's (whose cluster lives in this process) stands in through the service's
-    own factory."""
-    import fairshared.daemon.service as service
+    available, so the demo's (whose cluster lives in this process) stands in through the daemon's
+    own factory (daemon/wiring.py, where undo takes it)."""
+    import fairshared.daemon.wiring as wiring
 
     r, cluster = demo(tmp_path)
     r.cycle()
     capsys.readouterr()  # the cycle's own log lines
-    monkeypatch.setattr(service, "make_source_and_updater",
+    monkeypatch.setattr(wiring, "make_source_and_updater",
                         lambda config, demo: (DemoSource(cluster), DemoUpdater(cluster)))
     assert main(["undo", "--demo", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out

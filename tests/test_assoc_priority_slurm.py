@@ -202,7 +202,7 @@ def test_the_pyslurm_source_pushes_by_association_too(cluster, tmp_path, monkeyp
     """The daemon's own wiring with ``source.kind = "pyslurm"``: pyslurm reads, sacctmgr writes the
     association priorities (service.make_assoc_writer), and a job submitted after the cycle carries
     its association's value in sprio; the way back clears them again."""
-    from fairshared.daemon.service import make_assoc_writer, make_source_and_updater
+    from fairshared.daemon.wiring import make_assoc_writer, make_source_and_updater
     from fairshared.records import SourceError
     from fairshared.takeback import plan_takeback
 

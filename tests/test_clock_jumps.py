@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from daemon_proc import gated_service
-from fairshared.daemon.service import _boot_clock
+from fairshared.daemon.service_cycles import _boot_clock
 
 
 @pytest.mark.parametrize("step", [-3600.0, +3600.0])

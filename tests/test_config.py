@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fairshared.daemon.config import Config, load_config, parse_listen
+from fairshared.daemon.config import Config, load_config
+from fairshared.daemon.config_http import parse_listen
 from fairshared.model import InputError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "deploy" / "fairshared.toml"
@@ -61,7 +62,7 @@ def test_non_loopback_listen_needs_a_token_or_an_explicit_yes():
 
 
 def test_token_file_and_systemd_credential(tmp_path):
-    from fairshared.daemon.config import HttpConfig, resolve_token
+    from fairshared.daemon.config_http import HttpConfig, resolve_token
 
     (tmp_path / "tok").write_text("  s3cret  \nnot a token\n")
     (tmp_path / "tok").chmod(0o600)
@@ -88,7 +89,7 @@ def test_token_file_and_systemd_credential(tmp_path):
 @pytest.mark.parametrize("mode, refused", [(0o600, False), (0o400, False), (0o640, False), (0o644, True),
                                            (0o604, True), (0o660, True), (0o602, True), (0o666, True)])
 def test_a_token_file_others_may_read_or_change_is_refused(tmp_path, mode, refused):
-    from fairshared.daemon.config import HttpConfig, resolve_token
+    from fairshared.daemon.config_http import HttpConfig, resolve_token
 
     tok = tmp_path / "tok"
     tok.write_text("s3cret\n")
@@ -106,7 +107,8 @@ def test_the_default_per_job_series_fit_their_budget():
     """At 50,000 pending jobs push.mode priority (the demo's default) exported 72.4 MB of /metrics,
     and the daemon peaked at 1138 MB RSS, past the unit's MemoryMax=1G: by default the per-job
     series are capped at PER_JOB_DEFAULT jobs (about 1.5 KB each in priority mode: under 8 MB)."""
-    from fairshared.daemon.config import PER_JOB_DEFAULT, Config, MetricsConfig
+    from fairshared.daemon.config import Config
+    from fairshared.daemon.config_sections import PER_JOB_DEFAULT, MetricsConfig
     from fairshared.sinks.metrics import Metrics
 
     assert Config().metrics.per_job == PER_JOB_DEFAULT == 5000

@@ -209,7 +209,7 @@ def test_a_stop_as_a_requested_cycle_falls_due_leaves_the_scheduler_thread_alive
 
 
 def test_a_fifo_as_the_token_file_is_refused_at_once(tmp_path):
-    from fairshared.daemon.config import HttpConfig, resolve_token
+    from fairshared.daemon.config_http import HttpConfig, resolve_token
 
     fifo = tmp_path / "token"
     os.mkfifo(fifo, 0o600)

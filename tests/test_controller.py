@@ -151,7 +151,7 @@ TREE = [Association("root", None, None, 1, None), Association("a", None, "root",
 
 def test_nice_adopts_only_jobs_it_can_tell_apart_after_becoming_active():
     from fairshared.engine import compute
-    from fairshared.engine.tree import build_tree
+    from fairshared.engine.tree_build import build_tree
     result = compute(build_tree(TREE), "fair_tree", {})
     # job 1's nice may hold the other head's push: left alone
     old = Job(1, "busy", "a", "batch", priority=100, nice=-300, submit_time=1000)

@@ -14,7 +14,7 @@ from helpers import run
 from fairshared.cli import main
 from fairshared.daemon.config import DEMO_DEFAULTS, load_config
 from fairshared.daemon.runner import Runner, weight_for
-from fairshared.daemon.service import make_source_and_updater
+from fairshared.daemon.wiring import make_source_and_updater
 from fairshared.sources import demo
 
 

@@ -52,7 +52,8 @@ from fairshared.settings import ClusterSettings
 from fairshared.slurm.sshare import parse_sshare
 from fairshared.slurm.tres import parse_tres_exact
 from fairshared.sources.sacct import parse_sacct
-from fairshared.usage import JobRecord, UsagePolicy, compute_usage
+from fairshared.usage import JobRecord, UsagePolicy
+from fairshared.usage_charge import compute_usage
 from samples import DUMP
 
 ROOT = Path(__file__).resolve().parent.parent

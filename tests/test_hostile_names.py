@@ -44,7 +44,7 @@ from daemon_proc import fairshared_argv
 import fake_slurm_bin as fsb
 from fairshared.daemon.config import config_from_dict
 from fairshared.daemon.runner import Runner
-from fairshared.daemon.service import make_source_and_updater, usage_source
+from fairshared.daemon.wiring import make_source_and_updater, usage_source
 from fairshared.records import PushAction
 from fairshared.sinks.push_cli import CliUpdater
 from fairshared.slurm.sprio import SPRIO_FORMAT

@@ -949,7 +949,7 @@ def test_the_default_backlog_holds_a_burst_of_reconnecting_tricklers():
     """Past a full listen queue the kernel drops SYNs: a probe among them waits 1 s for its client to
     send it again.  With the old default of 128 the 130th of 300 connections made while the server
     took none timed out (0.5 s); the default holds them all (where net.core.somaxconn allows)."""
-    from fairshared.daemon.config import HttpConfig
+    from fairshared.daemon.config_http import HttpConfig
     from fairshared.daemon.httpserver import bind
 
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())

@@ -21,7 +21,7 @@ from fairshared.sources.accounting import AccountingUsage
 from fairshared.sources.demo import DemoSource
 from fairshared.sources.sacct import load_accounting, new_sacct_reader
 from fairshared.sources.slurm_commands import SlurmCommands
-from fairshared.usage import compute_usage
+from fairshared.usage_charge import compute_usage
 
 T = FakeSlurmCli.T
 

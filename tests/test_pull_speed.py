@@ -27,7 +27,8 @@ from fairshared.engine.sibling_order import (
     infer_lft_or_name,
     name_positions,
 )
-from fairshared.engine.tree import _build_checked, _build_columns
+from fairshared.engine.tree_build import _build_columns
+from fairshared.engine.tree_checked import _build_checked
 from fairshared.model import PARENT, Association, InputError
 from fairshared.sources.jobinfo_cli import read_jobs
 from fairshared.slurm.assoc_mgr import parse_assoc_mgr

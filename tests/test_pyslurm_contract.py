@@ -364,7 +364,8 @@ class FakeCli:
 
 
 def test_default_usage_provider_is_the_association_manager(pyslurm):
-    from fairshared.sources.pyslurm_source import AssocMgrUsage, PyslurmSource
+    from fairshared.sources.pyslurm_assocs import AssocMgrUsage
+    from fairshared.sources.pyslurm_source import PyslurmSource
     from fairshared.sources.slurm_cli import SlurmCli
 
     default = PyslurmSource(timeout=7.0, bin_dir="/opt/slurm/bin")
@@ -384,7 +385,8 @@ def test_default_usage_provider_is_the_association_manager(pyslurm):
 
 
 def test_default_provider_missing_an_association_is_a_source_error(pyslurm):
-    from fairshared.sources.pyslurm_source import AssocMgrUsage, PyslurmSource
+    from fairshared.sources.pyslurm_assocs import AssocMgrUsage
+    from fairshared.sources.pyslurm_source import PyslurmSource
 
     text = ASSOC_MGR.split("ClusterName=c1 Account=chem UserName=carol")[0]
     with pytest.raises(SourceError, match="no raw usage for user 'carol'"):

@@ -247,7 +247,7 @@ def test_recompute_refuses_a_file_that_is_not_a_token_file(tmp_path):
 
 
 def test_the_daemon_refuses_a_token_file_owned_by_another_user(tmp_path):
-    from fairshared.daemon.config import HttpConfig, resolve_token
+    from fairshared.daemon.config_http import HttpConfig, resolve_token
     from fairshared.model import InputError
 
     if os.geteuid() != 0:

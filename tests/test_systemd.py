@@ -366,8 +366,8 @@ def test_unit_declares_what_the_daemon_expects():
     assert s["CapabilityBoundingSet"] == [""] and s["AmbientCapabilities"] == [""]
     assert s["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
     assert "ReadWritePaths" not in s  # StateDirectory=/RuntimeDirectory= are writable by themselves
-    # config.resolve_token(): the credential the daemon looks for when no token key is set
-    from fairshared.daemon.config import DEFAULT_CREDENTIAL
+    # config_http.resolve_token(): the credential the daemon looks for when no token key is set
+    from fairshared.daemon.config_http import DEFAULT_CREDENTIAL
     assert s["LoadCredential"] == [f"{DEFAULT_CREDENTIAL}:/etc/fairshared/{DEFAULT_CREDENTIAL}"]
 
 
@@ -381,7 +381,7 @@ def test_unit_resource_limits_fit_what_the_daemon_uses():
     (peak 347 MB RSS, 9 threads, 212 descriptors at 50k jobs under attack): present, with a margin,
     and the descriptor limit leaves the configured connection cap whole (the daemon serves at most
     half its descriptors)."""
-    from fairshared.daemon.config import HttpConfig
+    from fairshared.daemon.config_http import HttpConfig
     from fairshared.daemon.httpserver import connection_limit
 
     s = _unit_settings(UNIT.read_text())

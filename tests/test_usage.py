@@ -33,12 +33,10 @@ from fairshared.usage import (
     JobRecord,
     LocalClock,
     UsagePolicy,
-    billable_tres,
     calendar_reset,
-    compute_usage,
-    exact_job_usage,
-    slurm_job_usage,
 )
+from fairshared.usage_charge import compute_usage
+from fairshared.usage_models import billable_tres, exact_job_usage, slurm_job_usage
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -52,7 +52,8 @@ from fairshared.cli import main
 from fairshared.slurm.state_files import parse_decay_state
 from fairshared.sources.sacct import SacctJobs, sacct_env, usage_settings
 from fairshared.sources.slurm_cli import SlurmCli
-from fairshared.usage import UsagePolicy, compute_usage
+from fairshared.usage import UsagePolicy
+from fairshared.usage_charge import compute_usage
 
 pytestmark = pytest.mark.slurm
 

@@ -27,7 +27,10 @@ chain to root, as slurmctld's ``_apply_new_usage`` does
     integrated in closed form from max(start, reset) to min(end, T); resets
     fall exactly on the local-calendar boundary.
 
-Both are vectorised with numpy over the job records.
+Both are vectorised with numpy over the job records.  This module holds the records and the
+policy (decay, iterations, resets); one job's billable TRES and usage in each model are in
+``usage_models.py``, and :func:`~fairshared.usage_charge.compute_usage`, which charges them to the
+associations, in ``usage_charge.py``.
 """
 
 from __future__ import annotations
@@ -35,11 +38,10 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence, TypedDict, Unpack
 
 import numpy as np
 
-from .model import Association
 from .settings import ClusterSettings
 from .slurm.tres import parse_billing_weights
 
@@ -103,38 +105,22 @@ def report_bad(bad: Sequence[BadRecord], where: str, limit: int = 20) -> None:
         log.warning("%s: %d more bad records skipped", where, len(bad) - limit)
 
 
-# --- TRES billing ---------------------------------------------------------------------------
-
-# TRESBillingWeights are parsed by fairshared.slurm.tres.parse_billing_weights (UsagePolicy).
-
-
-def _is_node_tres(name: str) -> bool:
-    # node TRES (billed by MAX with MAX_TRES): cpu, mem, node and every gres/*
-    return name in ("cpu", "mem", "node") or name.startswith("gres/")
-
-
-def billable_tres(alloc: Mapping[str, np.ndarray | float], weights: Mapping[str, float] | None,
-                  max_tres: bool = False, max_tres_gres: bool = False):
-    # no weights: b = cpu;  else b = Σ_global w·a + (MAX_TRES ? max_node w·a : Σ_node w·a)  (tres_weighted)
-    # range: b >= 0; node = cpu, mem, node, gres/*; billing is never weighted; MAX_TRES_GRES sums gres/* aside
-    cpu = alloc.get("cpu", 0.0)
-    if not weights:
-        return cpu * 1.0
-    total = 0.0 * cpu
-    node_max = 0.0 * cpu
-    for name, w in weights.items():
-        if name == "billing" or name not in alloc:
-            continue
-        v = alloc[name] * w
-        by_max = (max_tres or max_tres_gres) and _is_node_tres(name)
-        if by_max and not (max_tres_gres and name.startswith("gres/")):
-            node_max = np.maximum(node_max, v)
-        else:
-            total = total + v
-    return total + node_max
-
-
 # --- the policy -----------------------------------------------------------------------------
+
+
+class PolicyFields(TypedDict, total=False):
+    """UsagePolicy's arguments by name: what :meth:`UsagePolicy.from_settings` sets and takes as overrides."""
+
+    half_life: float
+    calc_period: float
+    reset_period: str
+    timezone: str | None
+    billing_weights: Mapping[str, Mapping[str, float] | str]
+    max_tres: bool
+    max_tres_gres: bool
+    enforce_limits: bool
+    iteration_anchor: float
+    reset_at: float | None
 
 
 @dataclass(frozen=True)
@@ -163,8 +149,11 @@ class UsagePolicy:
     enforce_limits: bool = True
     iteration_anchor: float = 0.0
     reset_at: float | None = None
+    # what __post_init__ makes of the fields above (not arguments, not compared)
+    _weights: dict[str, Mapping[str, float]] = field(init=False, repr=False, compare=False)
+    _clock: LocalClock = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         period = str(self.reset_period).strip().upper()
         if period not in RESET_PERIODS:
             raise ValueError(f'Bad value "{self.reset_period}" for PriorityUsageResetPeriod')
@@ -178,17 +167,18 @@ class UsagePolicy:
         if period == "NOW" and self.reset_at is None:
             raise ValueError("PriorityUsageResetPeriod=NOW resets usage when slurmctld starts or is "
                              "reconfigured: the time of that reset (reset_at) is needed")
-        weights = {}
+        weights: dict[str, Mapping[str, float]] = {}
         for part, w in dict(self.billing_weights).items():
             weights[part] = parse_billing_weights(w, f"partition {part} TRESBillingWeights") \
                 if isinstance(w, str) or w is None else \
                 {str(k).lower(): float(v) for k, v in w.items()}
         object.__setattr__(self, "billing_weights", weights)
+        object.__setattr__(self, "_weights", weights)
         object.__setattr__(self, "_clock", LocalClock(self.timezone))
 
     @classmethod
     def from_settings(cls, settings: ClusterSettings, state: Mapping | None = None,
-                      **overrides) -> "UsagePolicy":
+                      **overrides: Unpack[PolicyFields]) -> "UsagePolicy":
         """From the cluster's settings and what the accounting sources read beside them (``state``,
         :func:`fairshared.sources.sacct.usage_settings`): ``tres_billing_weights`` ({partition:
         string}), ``priority_last_decay_ran`` and ``priority_last_reset`` (slurmctld's state file),
@@ -201,7 +191,7 @@ class UsagePolicy:
         reset_at = None
         if period == "NOW":
             reset_at = state.get("priority_last_reset") or state.get("boot_time")
-        kw = dict(
+        kw = PolicyFields(
             half_life=float(settings.half_life_seconds),
             calc_period=float(settings.calc_period_seconds or 300),
             reset_period=period,
@@ -217,7 +207,12 @@ class UsagePolicy:
 
     @property
     def clock(self) -> LocalClock:
-        return self._clock  # type: ignore[attr-defined]
+        return self._clock
+
+    @property
+    def tres_weights(self) -> Mapping[str, Mapping[str, float]]:
+        # billing_weights as __post_init__ parsed them: every partition's weights per unit (memory per MB)
+        return self._weights
 
     # -- decay ------------------------------------------------------------------------------
 
@@ -261,6 +256,7 @@ class UsagePolicy:
         back = {"DAILY": 3 * DAY, "WEEKLY": 3 * WEEK, "MONTHLY": 95 * DAY, "QUARTERLY": 370 * DAY,
                 "YEARLY": 3 * 366 * DAY}[period]
         nominal = calendar_reset(period, t - back, clock)  # a true boundary, well before t
+        assert nominal is not None, period  # DAILY .. YEARLY: each has a boundary
         it = self.first_iteration_at_or_after(nominal)
         last = it if it <= t else None
         nxt = slurm_next_reset(period, nominal, it, clock)
@@ -293,233 +289,3 @@ class UsagePolicy:
         decay = t - half_lives * self.half_life if self.half_life > 0 else None
         cands = [c for c in (reset, decay) if c is not None]
         return max(cands) if cands else None
-
-
-# --- the two models, per job ---------------------------------------------------------------
-
-
-def slurm_job_usage(start, end, bill, t, policy: UsagePolicy, cutoff: float | None):
-    # U = Σ_{R <= t_k <= t_n} Δk·d^Δk·d^(t_n − t_k)·b + [limits, R <= e <= t] Δe·d^Δe·d^(t_n − t_kE)·b, with
-    # Δk = t_k − max(t_{k−1}, s), Δe = e − max(s, t_kE), t_kE = last iteration < e;  range: U >= 0
-    start = np.asarray(start, dtype=float)
-    end = np.asarray(end, dtype=float)
-    bill = np.asarray(bill, dtype=float)
-    P = float(policy.calc_period)
-    a = float(policy.iteration_anchor)
-    lnd = policy.log_decay()
-    n = math.floor((t - a) / P)
-    started = start <= t
-    running = np.isnan(end) | (end > t)
-    k0 = np.ceil((start - a) / P)  # first iteration at or after the start
-    with np.errstate(invalid="ignore"):
-        kE = np.where(running, float(n), np.ceil((end - a) / P) - 1)  # last iteration charged as running
-    kR = -np.inf if cutoff is None else math.ceil((cutoff - a) / P)  # first iteration not wiped by the reset
-    hi = np.minimum(kE, n)
-
-    dpow = policy.decay_over  # d^x
-
-    # the first, partial chunk, charged at t_k0: Δ0 = t_k0 − s
-    first = started & (k0 >= kR) & (k0 <= hi)
-    d0 = a + k0 * P - start
-    u = np.where(first, d0 * dpow(d0) * dpow((n - k0) * P), 0.0)
-    # full chunks P·d^P at t_lo .. t_hi, decayed to t_n: P·d^P·d^((n−hi)P)·(1 − d^(mP))/(1 − d^P)
-    lo = np.maximum(k0 + 1, kR)
-    m = hi - lo + 1
-    full = started & (m > 0)
-    m = np.where(full, m, 0.0)
-    geom = m if lnd == 0.0 else np.expm1(lnd * P * m) / math.expm1(lnd * P)
-    u = u + np.where(full, P * dpow(P) * dpow((n - hi) * P) * geom, 0.0)
-    # the job-end chunk, charged at the end only with AccountingStorageEnforce=limits
-    if policy.enforce_limits:
-        tE = a + kE * P
-        with np.errstate(invalid="ignore"):
-            de = np.where(running, 0.0, end - np.maximum(start, tE))
-            fin = started & ~running & (de > 0)
-            if cutoff is not None:
-                fin &= end >= cutoff
-        u = u + np.where(fin, de * dpow(de) * dpow((n - kE) * P), 0.0)
-    return u * bill
-
-
-def exact_job_usage(start, end, bill, t, half_life: float, cutoff: float | None):
-    # U = b·∫_lo^hi 2^(−(t−x)/H)dx = b·(H/ln2)·2^(−(t−hi)/H)·(1 − 2^(−(hi−lo)/H)), lo=max(s,R), hi=min(e,t)
-    # range: 0 <= U <= b·(hi − lo); H = 0 (no decay): U = b·(hi − lo)
-    start = np.asarray(start, dtype=float)
-    end = np.asarray(end, dtype=float)
-    lo = start if cutoff is None else np.maximum(start, cutoff)
-    hi = np.where(np.isnan(end), t, np.minimum(end, t))
-    span = np.maximum(hi - lo, 0.0)
-    if half_life <= 0:
-        return np.asarray(bill, dtype=float) * span
-    lam = math.log(2.0) / half_life
-    return np.asarray(bill, dtype=float) * np.exp(-lam * (t - hi)) * (-np.expm1(-lam * span)) / lam
-
-
-# --- from records to associations ------------------------------------------------------------
-
-
-@dataclass
-class UsageResult:
-    """Usage per association (in the order of the associations given) for each model."""
-
-    at: float
-    keys: list[AssocKey]
-    usage: dict[str, np.ndarray]
-    bad: list[BadRecord]
-    records: int = 0
-    charged: int = 0
-    cutoff: dict[str, float | None] = field(default_factory=dict)
-
-    def by_key(self, model: str) -> dict[AssocKey, float]:
-        return dict(zip(self.keys, self.usage[model].tolist()))
-
-    def associations(self, assocs: Sequence[Association], model: str = "slurm") -> list[Association]:
-        """The associations with their usage replaced by this model's figure (accounts: subtree sums)."""
-        from dataclasses import replace
-
-        u = self.by_key(model)
-        return [replace(a, usage=float(u[a.key])) for a in assocs]
-
-
-def _parent_index(associations: Sequence[Association]) -> np.ndarray:
-    # parent(a) = the account association a.parent_account (user: its account; account: its parent); root: −1
-    # range: −1 <= parent < len(associations); unknown parents and cycles raise ValueError
-    index = {a.key: i for i, a in enumerate(associations)}
-    parent = np.full(len(associations), -1, dtype=np.int64)
-    for i, a in enumerate(associations):
-        p = a.parent_account
-        if p is None:
-            continue
-        j = index.get((p, None, None))
-        if j is None:
-            raise ValueError(f"{a.label()}: parent account {p!r} is not in the tree")
-        parent[i] = j
-    return parent
-
-
-def charge_tree(associations: Sequence[Association], own: np.ndarray) -> np.ndarray:
-    # U(a) = own(a) + Σ_{c: parent(c) = a} U(c): a charge goes to its association and every parent up to root
-    # range: U(a) >= own(a) >= 0; U(root) = Σ own
-    parent = _parent_index(associations)
-    n = len(associations)
-    depth = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        j, d = parent[i], 0
-        while j >= 0:
-            d += 1
-            if d > n:
-                raise ValueError(f"{associations[i].label()}: the parent chain has a cycle")
-            j = parent[j]
-        depth[i] = d
-    total = np.array(own, dtype=float)
-    for i in np.argsort(-depth, kind="stable"):
-        if parent[i] >= 0:
-            total[parent[i]] += total[i]
-    return total
-
-
-def _needed_tres(policy: UsagePolicy) -> list[str]:
-    names = {"cpu"}
-    for w in policy.billing_weights.values():
-        names.update(k for k, v in w.items() if v != 0 and k != "billing")
-    return sorted(names)
-
-
-def _resolver(associations: Sequence[Association]):
-    index = {a.key: i for i, a in enumerate(associations) if a.user is not None}
-    per_partition = any(a.partition for a in associations if a.user is not None)
-
-    def resolve(assoc, partition) -> int:
-        account, user, apart = assoc
-        if apart is None and per_partition and partition is not None:
-            i = index.get((account, user, partition))
-            if i is not None:
-                return i
-        i = index.get((account, user, apart))
-        if i is None and apart is not None:
-            i = index.get((account, user, None))
-        return -1 if i is None else i
-
-    return index, per_partition, resolve
-
-
-def compute_usage(records: Sequence[JobRecord], associations: Sequence[Association], policy: UsagePolicy,
-                  at: float, models: Iterable[str] = MODELS) -> UsageResult:
-    """Raw usage per association at time ``at`` for each model.
-
-    Records with an end before their start, an association not in the tree,
-    negative/non-finite billed TRES, or times so absurd that their usage is not a
-    finite number are skipped and reported
-    (``UsageResult.bad``, and a warning each); they never stop the computation.
-    """
-    models = list(models)
-    for m in models:
-        if m not in MODELS:
-            raise ValueError(f"unknown usage model {m!r} (choose from {', '.join(MODELS)})")
-    n = len(records)
-    index, per_partition, resolve = _resolver(associations)
-    # columns (one pass each; the association lookup is one dict probe per record in the common case)
-    if per_partition:
-        aidx = np.fromiter((resolve(r.assoc, r.partition) for r in records), dtype=np.int64, count=n)
-    else:
-        get = index.get
-        aidx = np.fromiter((get(r.assoc, -1) for r in records), dtype=np.int64, count=n)
-        miss = np.flatnonzero(aidx < 0)
-        for i in miss:  # per-partition keys from the source fall back to the user's plain association
-            aidx[i] = resolve(records[i].assoc, records[i].partition)
-    start = np.fromiter((r.start for r in records), dtype=float, count=n)
-    end = np.fromiter((np.nan if r.end is None else r.end for r in records), dtype=float, count=n)
-    qf = np.fromiter((r.qos_usage_factor for r in records), dtype=float, count=n)
-    qf = np.where(np.isfinite(qf) & (qf >= 0), qf, 1.0)  # Slurm applies UsageFactor only when >= 0
-    tres = {name: np.fromiter((r.tres.get(name, 0.0) for r in records), dtype=float, count=n)
-            for name in _needed_tres(policy)}
-    # billable TRES, per partition's weights
-    bill = billable_tres(tres, None)
-    if policy.billing_weights:
-        parts = [r.partition for r in records]
-        for part, w in policy.billing_weights.items():
-            sel = np.fromiter((p == part for p in parts), dtype=bool, count=n)
-            if sel.any():
-                sub = {k: v[sel] for k, v in tres.items()}
-                bill[sel] = billable_tres(sub, w, policy.max_tres, policy.max_tres_gres)
-    # bad records
-    bad_mask = np.zeros(n, dtype=bool)
-    reasons: dict[int, str] = {}
-
-    def flag(mask, reason):
-        for i in np.flatnonzero(mask & ~bad_mask):
-            reasons[int(i)] = reason if isinstance(reason, str) else reason(int(i))
-        bad_mask[:] |= mask
-
-    flag(~np.isfinite(start), "start time is not a number")
-    with np.errstate(invalid="ignore"):
-        flag(end < start, lambda i: f"ends ({records[i].end:.0f}) before it starts ({records[i].start:.0f})")
-    for name, col in tres.items():
-        flag(~np.isfinite(col) | (col < 0),
-             lambda i, name=name: f"TRES {name}={records[i].tres.get(name)!r} is negative or not a number")
-    flag(aidx < 0,
-         lambda i: "unknown association " + "/".join(str(x) for x in records[i].assoc if x is not None))
-    ok = ~bad_mask
-    weight = np.where(ok, bill * qf, 0.0)
-    per_jobs: dict[str, np.ndarray] = {}
-    cutoffs: dict[str, float | None] = {}
-    with np.errstate(all="ignore"):  # absurd times overflow; such records are caught just below
-        for model in models:
-            cutoff = policy.reset_cutoff(at, model)
-            cutoffs[model] = cutoff
-            if model == "slurm":
-                per_jobs[model] = slurm_job_usage(start, end, weight, at, policy, cutoff)
-            else:
-                per_jobs[model] = exact_job_usage(start, end, weight, at, policy.half_life, cutoff)
-    for model in models:  # e.g. a start 10^38 s ago: one such record must not make its whole branch NaN
-        flag(~np.isfinite(per_jobs[model]),
-             lambda i: f"its usage is not a finite number (start {records[i].start!r}, end {records[i].end!r})")
-    bad = [BadRecord(records[i].job_id, reasons[i]) for i in sorted(reasons)]
-    ok = ~bad_mask
-    leaf = np.where(ok, aidx, 0)
-    usage: dict[str, np.ndarray] = {}
-    for model in models:
-        own = np.bincount(leaf, weights=np.where(ok, per_jobs[model], 0.0), minlength=len(associations))
-        usage[model] = charge_tree(associations, own)
-    return UsageResult(at=at, keys=[a.key for a in associations], usage=usage, bad=bad, records=n,
-                       charged=int(ok.sum()), cutoff=cutoffs)

@@ -40,7 +40,7 @@ def recompute_token(args: argparse.Namespace, cfg) -> str | None:
     Never from the command line: argv is readable by every user of the host (ps, /proc)."""
     import os
 
-    from ..daemon.config import resolve_token
+    from ..daemon.config_http import resolve_token
 
     if args.token is not None:
         raise InputError("--token would put the secret in the process list: use --token-file FILE "
@@ -64,7 +64,7 @@ def cmd_recompute(args: argparse.Namespace) -> int:
 
     from ..daemon.config import load_config
     from ..daemon.pidfile import signal_daemon
-    from ..daemon.service import pid_file, state_dir
+    from ..daemon.wiring import pid_file, state_dir
 
     cfg = load_config(args.config)
     if args.signal:

@@ -51,7 +51,7 @@ def cmd_undo(args: argparse.Namespace) -> int:
     from ..daemon import statefiles
     from ..daemon.config import load_config
     from ..daemon.runner_assoc import apply_takeback
-    from ..daemon.service import make_assoc_writer, make_source_and_updater, state_dir
+    from ..daemon.wiring import make_assoc_writer, make_source_and_updater, state_dir
     config = load_config(args.config)
     directory = Path(args.state_dir) if args.state_dir else state_dir(config, args.demo)
     file = directory / "push-state.json"

@@ -20,7 +20,8 @@ from ..settings import ClusterSettings
 from ..sources.accounting import usage_from_records
 from ..sources.sacct import load_accounting
 from ..sources.slurm_cli import SlurmCli
-from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy, UsageResult, compute_usage
+from ..usage import MODELS, BadRecord, JobRecord, UsagePolicy
+from ..usage_charge import UsageResult, compute_usage
 from . import positive_float as _positive_float
 
 FORMATS = ("table", "json")

@@ -45,7 +45,7 @@ from waitress import wasyncore
 from waitress.server import BaseWSGIServer, create_server
 
 from ..model import InputError
-from .config import parse_listen
+from .config_http import parse_listen
 from .httplimits import (DeadlineChannel, ProbeLane, Pressure, close_late_answers, close_slow_requests,
                          close_stalled, evictable)
 

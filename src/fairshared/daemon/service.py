@@ -16,6 +16,10 @@ signals and pings the systemd watchdog:
 Requests for a cycle (SIGUSR1, POST /-/recompute, a reload) merge into at most one pending
 cycle (requests.py).  The HTTP server (httpserver.py, waitress) runs in its own thread on a
 socket bound before anything starts; start-up failures are InputError: one line, exit 2.
+
+This module holds the service's start, its HTTP answers, the main loop and the stop; the cycles
+and their timers are in ``service_cycles.py``, the reload in ``service_reload.py``, what those
+parts read of the service in ``service_shared.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import socket
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
@@ -38,38 +42,30 @@ from ..api.routes import Api, ViewKeeper
 from ..history import HistoryCollector
 from ..logs import configure, get_logger
 from ..model import InputError
-from ..records import SourceError
 from ..sources.accounting import AccountingUsage
-from ..sources.demo import DemoSource
-from . import memory, sdnotify, statefiles
-from .planned import render_planned
-from .config import (DEMO_DEFAULTS, Config, check_reload_drops, for_reload, load_config, reads_need_token,
-                     resolve_token, with_overrides)
+from . import sdnotify, statefiles
+from .config import DEMO_DEFAULTS, Config, load_config, with_overrides
+from .config_http import reads_need_token, resolve_token
 from .http import Endpoints, make_app
 from .httpserver import HttpServer, bind
+from .planned import render_planned
 from .requests import CycleRequests
 from .runner import Runner, algorithm_for, period_for
 from .scheduler import Scheduler, make_scheduler
+from .service_cycles import ServiceCycles, _boot_clock
+from .service_reload import ServiceReload
+from .wiring import (check_source, make_assoc_writer, make_history, make_source_and_updater, pid_file,
+                     state_dir, usage_source)
 
-from .wiring import (check_source, history_path, make_assoc_writer, make_history,  # noqa: F401  (re-exported)
-                     make_source_and_updater, pid_file, state_dir, usage_source)
-
-CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
-
-
-def _boot_clock() -> float:
-    """Seconds since boot, suspended time included (CLOCK_BOOTTIME; monotonic where there is none):
-    a machine resumed from suspend has not had its clock stepped."""
-    try:
-        return time.clock_gettime(time.CLOCK_BOOTTIME)
-    except (AttributeError, OSError):
-        return time.monotonic()
 STOP_GRACE = 20.0  # a running cycle may finish for this long after SIGTERM
 HTTP_GRACE = 5.0  # then requests in progress get this long
 # so SIGTERM → exit takes at most STOP_GRACE + 2 × HTTP_GRACE (the README says 30 s)
 
 
-class Service:
+class Service(ServiceCycles, ServiceReload):
+    """The daemon: its cycles (service_cycles.py), reloads (service_reload.py), HTTP answers, main
+    loop and stop."""
+
     def __init__(self, config: Config, config_path: str | None, *, demo: bool = False, once: bool = False,
                  metrics=None, overrides: dict[str, dict] | None = None):
         # the command line's settings (--dry-run, --period, --listen), applied on top of every file
@@ -134,70 +130,7 @@ class Service:
         self.metrics.set_info(algorithm=algorithm, source=self.runner.source.name, push_mode=c.push.mode,
                               dry_run=c.push.dry_run)
 
-    # -- scheduling ---------------------------------------------------------------------------------
-
-    def _run_cycle(self, reason: str = "timer") -> None:
-        # returns nothing: APScheduler would hand the cycle's whole result (snapshot and all) to its events
-        if self.stopping.is_set():
-            return  # a cycle queued before SIGTERM is dropped
-        with memory.collector_paused():  # no full collections over the cycle's objects: memory.py
-            self._cycle(reason)
-        memory.release_free_memory()  # what the cycle freed (its result is garbage by now): memory.py
-        self._reschedule()
-
-    def _cycle(self, reason: str) -> None:
-        res = self.runner.cycle(reason)
-        if res.algorithm and self.metrics is not None:
-            self._set_info()
-        sdnotify.status(f"cycle {res.number}: {res.outcome}, {res.pushed} job(s) updated"
-                        + (" (dry run)" if res.dry_run else ""))
-
-    def _reschedule(self) -> None:
-        """Keep the timer at the cluster's period; after failures, back off."""
-        if self.scheduler is None:
-            return
-        period = period_for(self.config, self.runner.cluster_settings)
-        delay = self.runner.retry_delay() if self.runner.failures else period
-        if self.stopping.is_set():
-            return
-        try:
-            if self.scheduler.get_job("cycle") is None:
-                return
-            if period != self.period or self.runner.failures:
-                self.period = period
-                self.scheduler.reschedule_job("cycle", trigger="interval", seconds=period,
-                                              start_date=datetime.now() + timedelta(seconds=delay))
-        except Exception as exc:  # the scheduler is shutting down under us: nothing left to schedule
-            self.log.debug("reschedule skipped", error=str(exc))
-
-    def _on_event(self, event):
-        if event.code == EVENT_JOB_MAX_INSTANCES:
-            self.log.warning("cycle overran its period; the late cycle was coalesced into the next one")
-        elif event.code == EVENT_JOB_MISSED:
-            self.log.warning("cycle missed its time; coalesced")
-
-    def trigger(self, reason: str) -> bool:
-        """Ask for a cycle now (after a cycle in progress); requests merge into one pending cycle."""
-        if self.scheduler is None or self.stopping.is_set():
-            return False
-        try:
-            return self.requests.request(reason)
-        except Exception as exc:  # the scheduler is shutting down under us: nothing to queue
-            self.log.warning("cycle request dropped", reason=reason, error=str(exc))
-            return False
-
-    def _submit(self, reason: str) -> None:
-        """Queue a requested cycle: at once, or when ``http.min_interval`` after the last cycle's start
-        is over (requests meanwhile merge into this one, see requests.py)."""
-        started = self.runner.started_at
-        wait = 0.0 if started is None else started + self.config.http.min_interval - time.monotonic()
-        when = {"trigger": "date", "run_date": datetime.now() + timedelta(seconds=wait)} if wait > 0 else {}
-        self.scheduler.add_job(self._run_requested, args=[reason], executor="default", misfire_grace_time=None,
-                               **when)
-
-    def _run_requested(self, reason: str) -> None:
-        if self.requests.take():
-            self._run_cycle(reason)
+    # -- HTTP answers -------------------------------------------------------------------------------
 
     def http_recompute(self) -> tuple[int, dict]:
         """POST /-/recompute: (HTTP status, JSON body); see daemon/http.py."""
@@ -261,86 +194,14 @@ class Service:
 
     def _sleep(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds, returning early when a signal arrives (after run()'s set-up)."""
-        if select.select([self._wake_r], [], [], timeout)[0]:
+        wake = self._wake_r
+        assert wake is not None  # run() makes the wakeup socket before its loop sleeps
+        if select.select([wake], [], [], timeout)[0]:
             try:
-                while self._wake_r.recv(4096):
+                while wake.recv(4096):
                     pass
             except (BlockingIOError, InterruptedError):
                 pass
-
-    def reload(self) -> None:
-        """SIGHUP: re-read the file, keep the command line's settings on top, re-read the token.
-
-        Runs on the main thread and never waits for a cycle: the runner takes the new configuration
-        when its next cycle starts (a cycle in progress ends under the one it started with)."""
-        sdnotify.reloading()
-        try:
-            if self.config_path:
-                written = load_config(self.config_path, DEMO_DEFAULTS if self.demo else None)
-                new = with_overrides(written, self.overrides)
-            else:
-                written = new = self.config
-            new, later = for_reload(self.config, new)
-            token = resolve_token(new.http)  # a rotated token file; an unreadable one rejects the reload
-            # an empty or half-written file drops neither the token nor a dry run
-            check_reload_drops(self.config, new, written, self.token, token, str(self.config_path))
-            if new.state.audit_log:
-                statefiles.check_not_symlink(Path(new.state.audit_log), "state.audit_log")
-            check_source(new, self.cluster_source)  # a mode or usage.origin the source cannot serve
-            if new.history.enabled:  # history.path is the running one (restart-only)
-                statefiles.check_directory(history_path(new, self.state_dir).parent)
-            source = usage_source(new, self.cluster_source, self._accounting)
-        except (InputError, SourceError) as exc:
-            self.log.error("reload rejected, keeping the running configuration", error=str(exc))
-            sdnotify.ready(status="reload rejected: " + str(exc))
-            return
-        if later:
-            self.log.warning("these settings take effect at the next restart", keys=later)
-        self.config = new
-        self.token = token
-        self.metrics.per_job = new.metrics.per_job
-        self.metrics.associations = new.metrics.associations
-        self.history.configure(new.history.keep(), new.history.enabled, int(new.history.reserve_mb * 1024 * 1024))  # history.path: at a restart
-        if self.http is not None:
-            self.http.request_timeout = new.http.request_timeout  # read at every check
-            self.http.answer_timeout = new.http.answer_timeout
-        if isinstance(source, AccountingUsage):
-            self._accounting = source  # its job records are kept should usage.origin come back to accounting
-        if isinstance(self.cluster_source, DemoSource):  # the demo: its slurm.conf follows push.mode
-            self.cluster_source.cluster.assoc_mode = new.push.mode == "assoc_priority"
-        self.runner.reconfigure(new, source)
-        self._set_info()
-        self.log.info("configuration reloaded", file=self.config_path, dry_run=new.push.dry_run)
-        sdnotify.ready(status="configuration reloaded")
-        self.trigger("reload")
-
-    def _watch_clock(self, wall=time.time, mono=_boot_clock) -> None:
-        """Move every timer by a step of the wall clock (an operator's ``date -s``, a VM resumed, NTP
-        stepping): the next cycle stays where it was in real time, the period with it."""
-        offset = wall() - mono()
-        step, self._clock_offset = offset - self._clock_offset, offset
-        if abs(step) < CLOCK_STEP or self.scheduler is None:
-            return
-        moved = 0
-        try:
-            for job in self.scheduler.get_jobs():
-                if job.next_run_time is not None:
-                    self.scheduler.modify_job(job.id, next_run_time=job.next_run_time + timedelta(seconds=step))
-                    moved += 1
-        except Exception as exc:  # the scheduler is shutting down under us
-            self.log.debug("clock step not applied", error=str(exc))
-            return
-        self.log.warning("wall clock stepped; timers moved with it", seconds=round(step, 1), timers=moved)
-
-    def _reload_if_asked(self) -> None:
-        """Start the reload SIGHUP asked for on a thread of its own, unless one is still running (then
-        the request waits for it): the main loop goes on pinging the watchdog and answering SIGTERM
-        however long the files take to read."""
-        if not self.reload_requested or (self._reloader is not None and self._reloader.is_alive()):
-            return
-        self.reload_requested = False
-        self._reloader = threading.Thread(target=self.reload, name="reload", daemon=True)
-        self._reloader.start()
 
     # -- main ---------------------------------------------------------------------------------------
 
@@ -424,7 +285,8 @@ class Service:
         # wait for a running cycle on the runner's lock; past the grace period it is abandoned
         # (its worker thread is a daemon thread; the push state is saved after every push).
         try:
-            self.scheduler.shutdown(wait=False)
+            if self.scheduler is not None:  # run() starts it before its loop, the one caller of shutdown()
+                self.scheduler.shutdown(wait=False)
         except Exception as exc:
             self.log.debug("scheduler shutdown", error=str(exc))
         if self.runner.lock.acquire(timeout=STOP_GRACE):

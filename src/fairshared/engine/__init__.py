@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from ..model import Association
 from . import classic, fair_tree, level_based
 from .result import Result
-from .tree import Tree, build_tree
+from .tree import Tree
+from .tree_build import build_tree
 
 ALGORITHMS = ("classic", "fair_tree", "level_based")
 

@@ -31,7 +31,8 @@ import numpy as np
 
 from ..model import Association
 from . import fair_tree
-from .tree import Tree, build_tree, preorder
+from .tree import Tree
+from .tree_build import build_tree, preorder
 
 LFT, NAME, LINEAGE = "lft", "name", "lineage"
 

@@ -2,7 +2,7 @@
 
 :class:`Metrics` owns a :class:`~prometheus_client.CollectorRegistry` holding one
 custom collector.  ``publish(cycle)`` (the scheduler thread, after *every* cycle)
-builds a new immutable :class:`_View` of every series and swaps one reference;
+builds a new immutable :class:`~.metric_view._View` of every series and swaps one reference;
 ``render()`` (HTTP threads) reads that reference once, so a scrape never sees
 half a cycle, never blocks on a cycle and never talks to Slurm.  Series are
 rebuilt from scratch each cycle, so deleted associations and finished jobs
@@ -59,89 +59,25 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable, Iterator, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from ..cycle import OUTCOMES, STAGES, CycleResult
+from ..cycle import STAGES, CycleResult
 from ..logs import get_logger
 from ..records import PushAction
-from .metric_format import NS, _encode_each, _gauge, serving_format
-from .metric_samples import (ASSOC_HELP, ASSOC_LABELS, JOB_LABELS, TREE_LABELS, _NO_TREE, association_samples,
-                             exported_rows, priority_samples, tree_labels)
+from .metric_format import NS, _encode_each, serving_format
+from .metric_samples import _NO_TREE, association_samples, exported_rows, priority_samples, tree_labels
+from .metric_view import _View, view_families
 
 
 RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
-
-# Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
-DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-
-
-@dataclass(frozen=True)
-class _Hist:
-    """Per-bucket (not cumulative) counts, one per DURATION_BUCKETS bound then +Inf, and the sum."""
-
-    counts: tuple[int, ...] = (0,) * (len(DURATION_BUCKETS) + 1)
-    total: float = 0.0
-
-    def observe(self, v: float) -> "_Hist":
-        i = next((k for k, b in enumerate(DURATION_BUCKETS) if v <= b), len(DURATION_BUCKETS))
-        counts = list(self.counts)
-        counts[i] += 1
-        return _Hist(tuple(counts), self.total + v)
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        out, acc = [], 0
-        for bound, c in zip((*map(str, DURATION_BUCKETS), "+Inf"), self.counts):
-            acc += c
-            out.append((bound, acc))
-        return out
-
-
-@dataclass(frozen=True)
-class _View:
-    """Everything one scrape shows; replaced whole by publish() and set_info()."""
-
-    info: tuple[tuple[str, str], ...]
-    cycles: tuple[tuple[str, int], ...] = tuple((o, 0) for o in OUTCOMES)
-    last_success: float = 0.0
-    last_cycle: float = 0.0
-    consecutive_failures: int = 0
-    stale: int = 0
-    stage_seconds: tuple[tuple[str, float], ...] = ()
-    duration: _Hist = field(default_factory=_Hist)
-    jobs_updated: int = 0
-    push_errors: int = 0
-    jobs_gone: int = 0
-    job_rows_skipped: int = 0
-    planned_updates: int | None = None
-    snapshot_associations: int | None = None
-    snapshot_pending_jobs: int | None = None
-    # per-association samples: metric suffix -> ((label values), value)
-    assoc: tuple[tuple[str, tuple[tuple[tuple[str, ...], float], ...]], ...] = ()
-    # the tree: (account, user, partition, parent, depth) of every association
-    tree: tuple[tuple[str, ...], ...] = ()
-    # per-job: the last action planned for each still-pending job, by job id
-    jobs: tuple[PushAction, ...] = ()
-    # per-job priority: (job_id, JOB_LABELS values, total, ((factor, points), ...)) per job and partition
-    priorities: tuple[tuple[int, tuple[str, ...], float, tuple[tuple[str, float], ...]], ...] = ()
-    jobs_dropped: int = 0  # pending jobs left without per-job series by the per_job cap
-    # pending jobs per (account, user) of the snapshot behind the series
-    pending_by_user: tuple[tuple[tuple[str, str], int], ...] = ()
-    push_mode: str | None = None
-    counted_twice: int | None = None  # from the last cycle that read the cluster's settings
-    controller_active: int | None = None  # from the last cycle that checked which slurmctld is in control
-    push_deferred: int = 0  # planned updates left for later cycles (rate budget, standby head)
-    assoc_written: int = 0  # association priorities written (push mode assoc_priority)
-    assoc_planned: int | None = None  # association priorities the last computing cycle planned
-    push_blocked: int | None = None  # assoc_priority: 1 while nothing may be written (CycleResult.blocked)
-    taken_back: int = 0  # values of a previous push.mode taken back
 
 
 class Metrics:
@@ -165,6 +101,8 @@ class Metrics:
     """
 
     content_type: str = CONTENT_TYPE_LATEST
+    # the families of a view: an attribute, so that a test can count (or slow) the formattings
+    _families = staticmethod(view_families)
 
     def __init__(self, *, version: str, per_job: bool | int = True, registry: CollectorRegistry | None = None,
                  associations: str = "all"):
@@ -210,7 +148,8 @@ class Metrics:
         t0 = time.monotonic()
         with self._lock:
             old = self._view
-            fresh = cycle.result is not None and cycle.outcome in ("success", "push_failed")
+            result = cycle.result if cycle.outcome in ("success", "push_failed") else None
+            fresh = result is not None
             cycles = tuple((o, n + (o == cycle.outcome)) for o, n in old.cycles)
             if cycle.outcome not in dict(old.cycles):  # an outcome this module does not know: count it anyway
                 cycles += ((cycle.outcome, 1),)
@@ -241,7 +180,7 @@ class Metrics:
                 changes["assoc_planned"] = len(cycle.assoc_actions)
             elif cycle.push_mode != "assoc_priority":
                 changes["push_blocked"] = changes["assoc_planned"] = None
-            if fresh:
+            if result is not None:  # fresh
                 snap = cycle.snapshot
                 pending = [j for j in snap.jobs if j.state == "PENDING"] if snap is not None else []
                 on = self.per_job is not False
@@ -261,10 +200,10 @@ class Metrics:
                 for j in pending:
                     by_user[(j.account, j.user)] = by_user.get((j.account, j.user), 0) + 1
                 changes.update(
-                    assoc=association_samples(cycle.result, self.associations),
-                    tree=tree_labels(cycle.result.tree, self.associations),
+                    assoc=association_samples(result, self.associations),
+                    tree=tree_labels(result.tree, self.associations),
                     planned_updates=len(cycle.actions),
-                    snapshot_associations=cycle.result.tree.n,
+                    snapshot_associations=result.tree.n,
                     snapshot_pending_jobs=len(pending),
                     push_mode=cycle.push_mode,
                     jobs=tuple(a for a in jobs if a.job_id in keep),
@@ -306,6 +245,7 @@ class Metrics:
         # another thread formats this format: the previous view's bytes meanwhile (never a wait,
         # so scrapes cannot pile up on HTTP threads behind a big render); the first ever waits
         if not lock.acquire(blocking=cached is None):
+            assert cached is not None  # a blocking acquire does not fail
             return cached[1]
         try:
             cached = self._rendered.get(ctype)
@@ -370,132 +310,6 @@ class Metrics:
     def collect(self) -> Iterator[Metric]:
         return self._families(self._view)  # one read: the whole scrape comes from one view
 
-    def _families(self, v: _View) -> Iterator[Metric]:
-        yield _gauge("info", "Constant 1; labels: the daemon's version and running configuration.",
-                     [(dict(v.info), 1)])
-        c = CounterMetricFamily(f"{NS}_cycles", "Cycles run, by outcome "
-                                "(success, pull_failed, compute_failed, push_failed).", labels=["outcome"])
-        for outcome, n in v.cycles:
-            c.add_metric([outcome], n)
-        yield c
-        for name, x, doc in (
-            ("last_success_timestamp_seconds", v.last_success,
-             "Unix time the last successful cycle started (0 = none since the daemon started)."),
-            ("last_cycle_timestamp_seconds", v.last_cycle,
-             "Unix time the last cycle (any outcome) started (0 = none yet)."),
-            ("consecutive_failures", v.consecutive_failures,
-             "Cycles in a row whose outcome was not success (0 after a success)."),
-            ("stale", v.stale,
-             "1 when the last cycle computed nothing, so the association and job series are an earlier "
-             "cycle's; else 0."),
-        ):
-            yield _gauge(name, doc, [({}, x)])
-        yield _gauge("cycle_stage_duration_seconds",
-                     "Wall time of each stage of the last cycle (stages that did not run are absent).",
-                     [({"stage": s}, x) for s, x in v.stage_seconds])
-        yield HistogramMetricFamily(f"{NS}_cycle_duration_seconds",
-                                    "Wall time of a whole cycle, all outcomes.",
-                                    buckets=v.duration.cumulative(), sum_value=v.duration.total)
-        for name, n, doc in (
-            ("jobs_updated", v.jobs_updated, "Pending-job updates applied in Slurm."),
-            ("push_errors", v.push_errors, "Pending-job updates Slurm refused."),
-            ("jobs_gone", v.jobs_gone,
-             "Planned updates skipped because the job had ended meanwhile (not an error)."),
-            ("push_deferred", v.push_deferred,
-             "Planned updates left for a later cycle: over what the rate (push.max_rate, slurmctld's "
-             "rl_enable) allows in a period, or this daemon's head went standby."),
-            ("assoc_priorities_written", v.assoc_written,
-             "Association priorities written to slurmdbd (push.mode assoc_priority)."),
-            ("taken_back", v.taken_back,
-             "Values of a previous push.mode taken back (SiteFactor, nice, fixed priorities, association "
-             "priorities) before the new mode pushed."),
-            ("skipped_job_rows", v.job_rows_skipped,
-             "Job rows Slurm printed (squeue, sprio) that could not be read: those jobs were left out."),
-        ):
-            yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
-        if v.counted_twice is not None:
-            yield _gauge("fairshare_counted_twice", "1 while push.mode is site_factor and Slurm's "
-                         "PriorityWeightFairshare is not 0: Slurm adds its own fair-share term beside "
-                         "fairshared's SiteFactor; else 0 (absent until the cluster's settings were read).",
-                         [({}, v.counted_twice)])
-        if v.controller_active is not None:
-            yield _gauge("controller_active", "1 while this daemon may push: the slurmctld beside it is the one "
-                         "in control (or the cluster has one SlurmctldHost, or controller.push_when = always); "
-                         "0 on the standby head (absent until a cycle checked).", [({}, v.controller_active)])
-        if v.push_blocked is not None:
-            yield _gauge("push_blocked", "push.mode assoc_priority: 1 while the last cycle wrote nothing because "
-                         "the cluster would count association priorities wrongly (the log names the slurm.conf "
-                         "setting) or associations hold priorities fairshared did not write; else 0.",
-                         [({}, v.push_blocked)])
-            yield _gauge("planned_association_priorities", "Association priorities the last cycle planned to "
-                         "write (in dry run: would have written).", [({}, v.assoc_planned)])
-        if v.planned_updates is not None:
-            yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
-                         "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
-        if v.snapshot_associations is not None:
-            yield _gauge("snapshot_associations", "Associations in the snapshot behind the current series.",
-                         [({}, v.snapshot_associations)])
-            yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
-                         [({}, v.snapshot_pending_jobs)])
-        if v.tree:
-            g = GaugeMetricFamily(f"{NS}_association_info", "Constant 1 per association: its place in the tree "
-                                  "(parent = the parent account, \"\" for root; depth: root = 0).",
-                                  labels=TREE_LABELS)
-            for lv in v.tree:
-                g.add_metric(lv, 1)
-            yield g
-        for name, rows in v.assoc:
-            g = GaugeMetricFamily(f"{NS}_association_{name}", ASSOC_HELP[name], labels=ASSOC_LABELS)
-            for lv, x in rows:
-                g.add_metric(lv, x)
-            yield g
-        if v.jobs:
-            contrib = GaugeMetricFamily(
-                f"{NS}_job_fairshare_contribution",
-                "Fair-share contribution round(W x F) fairshared last planned for the pending job.",
-                labels=JOB_LABELS)
-            pushed = GaugeMetricFamily(
-                f"{NS}_job_pushed_value",
-                "Value fairshared last planned to write to the pending job's field "
-                "(site_factor, nice or priority; in dry run: not written).",
-                labels=[*JOB_LABELS, "field"])
-            for a in v.jobs:
-                lv = [str(a.job_id), a.user, a.account, a.partition]
-                contrib.add_metric(lv, a.contribution)
-                pushed.add_metric([*lv, a.field], a.new)
-            yield contrib
-            yield pushed
-        if v.priorities:
-            total = GaugeMetricFamily(
-                f"{NS}_job_priority",
-                "Total multifactor priority of the pending job in the partition, with fairshared's fair-share "
-                "factor: Slurm's formula age + assoc + fairshare + jobsize + partition + qos + tres + site - "
-                "nice, at least 1, truncated (what slurmctld holds and sprio prints as PRIORITY). Only with "
-                "push.mode priority, which reads each job's details.", labels=JOB_LABELS)
-            factor = GaugeMetricFamily(
-                f"{NS}_job_priority_factor",
-                "Weighted term of the pending job's priority (fairshared_job_priority): age, assoc, fairshare, "
-                "jobsize, partition, qos, tres (all TRES together), site (SiteFactor); nice is subtracted.",
-                labels=[*JOB_LABELS, "factor"])
-            for _, lv, x, points in v.priorities:
-                total.add_metric(list(lv), x)
-                for name, y in points:
-                    factor.add_metric([*lv, name], y)
-            yield total
-            yield factor
-        # pending-job counts per owner: after the per-job series
-        if v.snapshot_pending_jobs is not None:
-            yield _gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
-                         "behind the current series.",
-                         [({"account": a, "user": u}, n) for (a, u), n in v.pending_by_user])
-            per_account: dict[str, int] = {}
-            for (a, _), n in v.pending_by_user:
-                per_account[a] = per_account.get(a, 0) + n
-            yield _gauge("account_pending_jobs", "Pending jobs charged to each account (its own users only, "
-                         "not its sub-accounts'), in the snapshot behind the current series.",
-                         [({"account": a}, n) for a, n in sorted(per_account.items())])
-            yield _gauge("dropped_job_series", "Pending jobs without fairshared_job_* series because of the "
-                         "metrics.per_job cap.", [({}, v.jobs_dropped)])
 
 
 class _HttpClosed:

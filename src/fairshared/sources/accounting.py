@@ -1,7 +1,7 @@
 """``usage.origin = accounting``: a source that wraps another and replaces its usage.
 
 The inner source reads the tree, settings and jobs as usual; :class:`AccountingUsage` then works the
-raw usage out again from slurmdbd's job records (:func:`fairshared.usage.compute_usage`, with
+raw usage out again from slurmdbd's job records (:func:`fairshared.usage_charge.compute_usage`, with
 slurmctld's own decay, ``model`` ``slurm``, or the closed-form integral, ``exact``) and puts it on
 the associations.  The job records are fetched incrementally by one reader kept across snapshots:
 sacct through the inner source's command-line tools, or the inner source's own reader when it has
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ..logs import get_logger
 from ..model import Snapshot
 from ..records import SourceError
-from ..usage import compute_usage
+from ..usage_charge import compute_usage
 from .base import ReadsJobRecords, Source, UsesCommandLine
 from .sacct import load_accounting, new_sacct_reader
 

@@ -20,21 +20,6 @@ Traps handled here (each is reproduced by ``tests/fake_pyslurm.py``):
 * ``LOCAL_CLUSTER`` is the string ``"UNKNOWN"`` until ``slurm_init()`` ran
   (``pyslurm:pyslurm/settings.pyx:29-39``; skipped with ``PYSLURM_DISABLE_AUTO_INIT``).
   Then slurmctld's ``ClusterName`` stands in.
-* ``Association.shares`` is ``u32_parse(shares_raw, zero_is_noval=False)``
-  (``assoc.pyx:365-367``, ``pyslurm:pyslurm/utils/uint.pyx:87-94``): ``Fairshare=parent``
-  comes back as the raw ``SLURMDB_FS_USE_PARENT`` = 2147483647.
-* The tree is given by ids: ``Association.parent_account_id`` (``assoc.pyx:345-347``,
-  0 for root since ``zero_is_noval=False``) names the parent association's ``id``
-  (``assoc.pyx:289-291``).
-* ``Config.priority_calc_period`` / ``priority_decay_half_life`` / ``priority_max_age``
-  are **seconds** (``u32_parse`` of slurm_ctl_conf_t fields, ``config.pyx:751-769``;
-  the docstring at ``pyslurm:pyslurm/core/slurmctld/config.pxd:599-601`` wrongly says
-  minutes) and 0 comes back as ``None`` (``u32_parse`` default ``zero_is_noval=True``).
-* ``Config.accounting_storage_enforce`` is upper-cased (``config.pyx:248-256``) where
-  ``scontrol show config`` prints lower case; ``Config.priority_weight_tres`` is
-  ``cstr.to_dict`` — values are ``int`` only when all digits, else the raw string
-  (``pyslurm:pyslurm/utils/cstr.pyx:144-167``); ``fair_share_dampening_factor`` is
-  ``u16_parse`` (``config.pyx:467-468``), so 0/unset is ``None``.
 * ``Job.nice`` is already without NICE_OFFSET (``job.pyx:709-714``); ``Job.priority``
   is 0 for a held job (``job.pyx:705-707``); ``Job.state`` is
   ``slurm_job_state_string()`` (``job.pyx:731-732``), which reports state *flags*
@@ -46,46 +31,25 @@ Traps handled here (each is reproduced by ``tests/fake_pyslurm.py``):
 * pyslurm 25.11 cannot read the job's current SiteFactor (no property in ``job.pyx``),
   so ``Job.site_factor`` is None and the push state stands in for it.
 
-**Usage.**  pyslurm 25.11 has no API for slurmctld's association manager (raw usage,
-sshare data): no ``.pyx`` calls ``slurm_load_assoc_mgr_info``, and the DB
-``Association`` exposes no usage.  So raw usage comes from a *usage provider*: a
-callable returning ``{(account, user, partition): raw_usage}``.  The default,
-:class:`AssocMgrUsage`, reads it with ``scontrol show assoc_mgr flags=assoc`` through
-:class:`fairshared.sources.slurm_cli.SlurmCli`.  The usage worked out from slurmdbd's
-accounting records (``pyslurm.db.Jobs``, a later issue) plugs in here as another
-provider.  Every association of the tree must have an entry (an account may map to
-``None``, meaning "the sum of its subtree"); a missing one is a :class:`SourceError`,
-never a partial snapshot.  Extra entries (e.g. usage of deleted associations) are
-ignored.
-
-**Sibling order.**  pyslurm 25.11.2's ``Association`` has no ``lft``/``rgt`` and no
-``lineage`` property (``assoc.pyx:229-379``), although the 25.11 C struct has
-``lineage`` (``pyslurm:pyslurm/slurm/slurmdb.h.pxi:379``); ``lft`` left Slurm in 23.11
-(older pyslurm had a ``lft`` property).  So the order is taken, in this preference:
-an ``Association.lineage``/``lft`` attribute if a future pyslurm exposes one; else the
-usage provider's ``sibling_order()`` when it has one (the default provider reads
-``Lineage=``/``Lft=`` from the same ``assoc_mgr`` records as the usage); else
-``"input"`` (slurmdbd's list order).
+What the source makes of slurmctld's settings is in ``pyslurm_config.py``, of slurmdbd's associations
+and their usage in ``pyslurm_assocs.py``, each with the traps it handles; the job records of
+``usage.origin = accounting`` in ``pyslurm_jobs.py``.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Mapping
 
-from ..model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
+from ..model import Job, Snapshot
 from ..pyslurm_loader import import_pyslurm
 from ..records import SourceError
 from ..settings import ClusterSettings
-from ..slurm.config import rate_limit
-from ..slurm.tres import tres_weight
 from .base import ReadsJobRecords, Source, UsesCommandLine
+from .pyslurm_assocs import AssocMgrUsage, DbAssociation, UsageKey, associations_from_pyslurm
+from .pyslurm_config import config_from_pyslurm
 
-UsageKey = tuple[str, "str | None", "str | None"]
-
-FS_USE_PARENT = 0x7FFFFFFF  # SLURMDB_FS_USE_PARENT (slurm/slurmdb.h; pyslurm:pyslurm/pydefines/slurmdb_defines.pxi:58)
 UNKNOWN_CLUSTER = "UNKNOWN"  # pyslurm:pyslurm/settings.pyx:29, before slurm_init()
 
 
@@ -108,139 +72,6 @@ def _call(what: str, fn: Callable[..., Any], *args, **kwargs):
         raise
     except Exception as exc:  # noqa: BLE001 - RPCError, ValueError, MemoryError, RuntimeError, ...
         raise SourceError(f"{what} failed: {describe_error(exc)}") from exc
-
-
-@dataclass(frozen=True, slots=True)
-class DbAssociation:
-    """What the source reads of a ``pyslurm.db.Association`` (attribute names as pyslurm's)."""
-
-    id: int
-    account: str
-    user: str | None
-    partition: str | None
-    parent_account_id: int | None
-    shares: Any  # shares_raw as pyslurm parses it (see the module docs)
-    lineage: Any = None  # not in pyslurm 25.11.2; read if a later pyslurm has it
-    lft: Any = None
-
-    @classmethod
-    def of(cls, a) -> "DbAssociation":
-        return cls(a.id, a.account, a.user, a.partition, a.parent_account_id, a.shares,
-                   getattr(a, "lineage", None), getattr(a, "lft", None))
-
-
-# --- usage providers ---------------------------------------------------------------------------
-
-
-class AssocMgrUsage:
-    """Default usage provider: slurmctld's raw usage from ``scontrol show assoc_mgr flags=assoc``.
-
-    Calling it returns ``{(account, user, partition): usage}``; afterwards
-    :meth:`sibling_order` gives the order held in the same records (``Lineage=`` from
-    23.11, ``Lft=`` before), so usage and order come from one read.
-    """
-
-    def __init__(self, cli=None, *, timeout: float = 60.0, bin_dir: str | None = None):
-        if cli is None:
-            from .slurm_cli import SlurmCli
-
-            cli = SlurmCli(timeout=timeout, bin_dir=bin_dir)
-        self.cli = cli
-        self._order: tuple[str, dict[UsageKey, Any]] | None = None
-
-    describe = "scontrol show assoc_mgr"
-
-    def __call__(self) -> dict[UsageKey, float]:
-        self._order = None
-        try:
-            records = self.cli.assoc_mgr()
-        except InputError as exc:
-            raise SourceError(f"scontrol show assoc_mgr: {exc}") from None
-        keys = [(r.account, r.user or None, r.partition or None) for r in records]
-        if records and all(r.order is not None for r in records):
-            kind = "lineage" if any(isinstance(r.order, str) for r in records) else "lft"
-            self._order = kind, {k: r.order for k, r in zip(keys, records)}
-        return {k: r.usage for k, r in zip(keys, records)}
-
-    def sibling_order(self) -> tuple[str, dict[UsageKey, Any]] | None:
-        """The order read with the last usage, handed over once: the provider keeps no copy of a
-        100,000-association tree between cycles."""
-        order, self._order = self._order, None
-        return order
-
-
-# --- config ------------------------------------------------------------------------------------
-
-
-def _seconds(value, name: str) -> int:
-    """A u32 seconds value from pyslurm: None (0 or unset) -> 0."""
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(f"pyslurm.slurmctld.Config.{name} is {value!r}, expected seconds")
-    return value
-
-
-def _weight(value, name: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(f"pyslurm.slurmctld.Config.{name} is {value!r}, expected an integer")
-    return value
-
-
-def config_from_pyslurm(cfg) -> dict:
-    """``pyslurm.slurmctld.Config`` -> exactly the keys of :func:`fairshared.slurm.config.priority_config`."""
-    tres: dict[str, float] = {}
-    for k, v in (cfg.priority_weight_tres or {}).items():
-        name = str(k).strip()
-        try:  # v: int, or the raw string when not all digits ("0.25G"): read as scontrol's text is
-            tres[name.lower()] = tres_weight(name, str(v), "pyslurm.slurmctld.Config.priority_weight_tres")
-        except InputError as exc:
-            raise SourceError(str(exc)) from None
-    reset = cfg.priority_usage_reset_period  # None means NONE (config.pyx:776-794)
-    plugin = cfg.priority_site_factor_plugin
-    # u16_parse: None for 0 (slurmctld holds 1 when slurm.conf leaves it out, so None is a 0 slurm.conf
-    # gave, as scontrol prints it) and "UNLIMITED" for INFINITE16, 65535; ClusterSettings applies Slurm's rule
-    dampening = {None: 0, "UNLIMITED": 0xFFFF}.get(cfg.fair_share_dampening_factor, cfg.fair_share_dampening_factor)
-    return {
-        "cluster_name": cfg.cluster_name,
-        "slurm_version": cfg.version,  # config.pyx:1190-1191
-        "priority_type": cfg.priority_type or "priority/basic",
-        "priority_flags": [str(f).strip().upper() for f in (cfg.priority_flags or []) if str(f).strip()],
-        "dampening": dampening,
-        "half_life_seconds": _seconds(cfg.priority_decay_half_life, "priority_decay_half_life"),
-        "calc_period_seconds": _seconds(cfg.priority_calc_period, "priority_calc_period"),
-        "usage_reset_period": str(reset).upper() if reset else "NONE",
-        "max_age_seconds": _seconds(cfg.priority_max_age, "priority_max_age"),
-        "favor_small": bool(cfg.priority_favor_small),
-        "weight_age": _weight(cfg.priority_weight_age, "priority_weight_age"),
-        "weight_assoc": _weight(cfg.priority_weight_assoc, "priority_weight_assoc"),
-        "weight_fairshare": _weight(cfg.priority_weight_fair_share, "priority_weight_fair_share"),
-        "weight_jobsize": _weight(cfg.priority_weight_job_size, "priority_weight_job_size"),
-        "weight_partition": _weight(cfg.priority_weight_partition, "priority_weight_partition"),
-        "weight_qos": _weight(cfg.priority_weight_qos, "priority_weight_qos"),
-        "weight_tres": tres,
-        # pyslurm upper-cases these; scontrol (and slurm.config) give lower case
-        "accounting_storage_enforce": [str(e).strip().lower() for e in (cfg.accounting_storage_enforce or [])
-                                       if str(e).strip()],
-        "site_factor_plugin": plugin or None,
-        "rate_limit": rate_limit(_params_text(getattr(cfg, "slurmctld_parameters", None))),
-        "slurm_user_uid": uid if isinstance(uid := getattr(cfg, "slurm_user_id", None), int) else None,
-        # a list of lower-case names, [] for none (pyslurm's Config.private_data, private_data_string)
-        "private_data": [str(x).strip().lower() for x in (getattr(cfg, "private_data", None) or [])
-                         if str(x).strip() and str(x).strip().lower() != "none"],
-    }
-
-
-def _params_text(params) -> str:
-    """``Config.slurmctld_parameters`` back to slurm.conf's text: a list of items in some pyslurm
-    releases, a dict (``{"rl_enable": True, "rl_refill_rate": "10"}``) in others."""
-    if isinstance(params, dict):
-        return ",".join(k if v is True else f"{k}={v}" for k, v in params.items())
-    if isinstance(params, (list, tuple)):
-        return ",".join(str(x) for x in params)
-    return str(params or "")
 
 
 # --- the source ----------------------------------------------------------------------------------
@@ -300,7 +131,8 @@ class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
             return self.cluster
         settings = getattr(self.pyslurm, "settings", None)  # pyslurm/settings.pyx, set by slurm_init()
         if settings is None:
-            from pyslurm import settings  # noqa: PLC0415
+            from pyslurm import settings as loaded  # noqa: PLC0415
+            settings = loaded
         local = getattr(settings, "LOCAL_CLUSTER", None)
         ctld = cluster_settings.cluster_name
         if not local or local == UNKNOWN_CLUSTER:
@@ -378,94 +210,6 @@ class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
             # controller; pyslurm 25.11's Config has no SlurmctldHost list: from scontrol
             controllers=self.cli.controllers() if jobs else None,
         )
-
-
-def _label(account: str, user: str | None, partition: str | None) -> str:
-    return Association(account, user, partition=partition).label()
-
-
-def _shares(a, label: str):
-    raw = a.shares
-    if raw == FS_USE_PARENT:
-        return PARENT
-    if raw is None and a.user is None and a.account == "root":
-        return 1  # slurmctld ignores root's shares
-    try:
-        return check_shares(raw, label)
-    except InputError as exc:
-        raise SourceError(f"slurmdbd: {exc}") from None
-
-
-def _own_order(db_assocs: list) -> tuple[str, list] | None:
-    """A sibling order pyslurm itself exposes (none in 25.11.2; see the module docstring)."""
-    for attr in ("lineage", "lft"):
-        values = [getattr(a, attr, None) for a in db_assocs]
-        if all(v is not None for v in values):
-            return attr, values
-    return None
-
-
-def associations_from_pyslurm(db_assocs: list, usage: Mapping, provider_order: tuple[str, dict] | None
-                              ) -> tuple[list[Association], str]:
-    """The local cluster's pyslurm associations + raw usage -> the model (parents by id)."""
-    by_id = {}
-    for a in db_assocs:
-        if a.id in by_id:
-            raise SourceError(f"slurmdbd lists association id {a.id} twice")
-        by_id[a.id] = a
-    own = _own_order(db_assocs)
-    order_of: dict[int, Any] | None = None  # by id(Association): pyslurm's own order
-    by_key: dict = {}  # by (account, user, partition): the usage provider's order
-    if own is not None:
-        kind, order_list = own
-        order_of = {id(a): o for a, o in zip(db_assocs, order_list)}
-    elif provider_order is not None:
-        kind, by_key = provider_order
-    else:
-        kind = "input"
-    out: list[Association] = []
-    seen: set[UsageKey] = set()
-    for a in db_assocs:
-        account, user, partition = a.account, a.user or None, a.partition or None
-        key = (account, user, partition)
-        label = _label(account, user, partition)
-        if key in seen:
-            raise SourceError(f"slurmdbd lists {label} twice")
-        seen.add(key)
-        pid = a.parent_account_id
-        p = by_id.get(pid) if pid else None
-        if user is None:
-            if account == "root" and not pid:
-                parent = None
-            elif p is None:
-                raise SourceError(f"slurmdbd: {label} names parent association id {pid}, which is not listed")
-            elif p.user is not None:
-                raise SourceError(f"slurmdbd: {label} has a user association (id {pid}) as its parent")
-            else:
-                parent = p.account
-        else:
-            if p is not None and p.account != account:
-                raise SourceError(f"slurmdbd: {label} has parent id {pid}, which is account {p.account!r}")
-            parent = account
-        if key not in usage:
-            raise SourceError(f"the usage provider has no raw usage for {label} (the association tree "
-                              "and the usage disagree; nothing is pushed this cycle)")
-        try:
-            use = check_usage(usage[key], label, allow_none=user is None)
-        except InputError as exc:
-            raise SourceError(f"usage provider: {exc}") from None
-        if kind == "input":
-            order = None
-        elif order_of is not None:
-            order = order_of[id(a)]
-        else:
-            if key not in by_key:
-                raise SourceError(f"the usage provider has no sibling order for {label}")
-            order = by_key[key]
-        out.append(Association(account, user, parent, _shares(a, label), use, partition, order))
-    if not any(x.account == "root" and x.user is None for x in out):
-        raise SourceError("slurmdbd lists no root account association for the local cluster")
-    return out, kind
 
 
 def take_pending(loaded) -> list[Job]:
