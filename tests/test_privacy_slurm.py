@@ -144,3 +144,25 @@ def test_each_user_is_shown_the_pending_jobs_squeue_lists_them(private, user):
         assert not set(private["jobs"]["fspu3"]) & ours
     code, me = ask(private, user, "/api/v1/whoami")
     assert (code, me["user"], me["admin"]) == (200, user, user == OPERATOR)
+
+
+@pytest.mark.pyslurm
+def test_the_pyslurm_source_reads_the_same_operators_and_coordinators(private, monkeypatch):
+    """pyslurm 25.11 has no users API: the pyslurm source reads them with the command line too."""
+    from fairshared.pyslurm_loader import import_pyslurm
+    from fairshared.records import SourceError
+    from fairshared.sources.pyslurm_source import PyslurmSource
+    from fairshared.sources.slurm_cli import SlurmCli
+
+    info = private["info"]
+    monkeypatch.setenv("SLURM_CONF", str(info.conf))  # libslurm reads the conf SLURM_CONF names
+    monkeypatch.setenv("PATH", info.env["PATH"])  # and the command line the cluster's own tools
+    try:
+        import_pyslurm()
+    except SourceError as exc:
+        if sc.must_fail_loudly():
+            raise
+        pytest.skip(str(exc))
+    roles = SlurmCli(env=dict(info.env), timeout=60).roles()
+    assert OPERATOR in roles.operators and COORDINATED in roles.coordinators[COORDINATOR]
+    assert PyslurmSource(timeout=60).snapshot(jobs=False).roles == roles

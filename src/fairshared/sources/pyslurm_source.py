@@ -197,6 +197,9 @@ class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
         # raised the daemon's peak memory by hundreds of MB
         del db_assocs, usage, provider_order
         pending = self.pending_jobs() if jobs else []
+        from .slurm_cli import roles_where_private  # as self.cli: the command line only when needed
+
+        roles, warnings = roles_where_private(self.cli, settings)  # pyslurm 25.11 has no db.Users
         return Snapshot(
             associations=assocs,
             cluster=cluster,
@@ -209,6 +212,8 @@ class PyslurmSource(Source, UsesCommandLine, ReadsJobRecords):
             # the daemon's read (with jobs) needs the slurmctld hosts to push only beside the active
             # controller; pyslurm 25.11's Config has no SlurmctldHost list: from scontrol
             controllers=self.cli.controllers() if jobs else None,
+            roles=roles,
+            warnings=warnings,
         )
 
 

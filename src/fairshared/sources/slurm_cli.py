@@ -195,12 +195,7 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
         if kind == LFT:
             assocs, kind = self.order_of_22_05(assocs, reported, settings)
         del records, reported  # the parsed text goes before the jobs come (peak memory at 100,000 of each)
-        roles, warnings = None, []
-        if settings.private_data:  # only then does anybody see less than everything
-            try:
-                roles = self.roles()
-            except (SourceError, InputError) as exc:
-                warnings.append(f"operators and coordinators not read, the API treats them as users: {exc}")
+        roles, warnings = roles_where_private(self, settings)
         skipped: list[str] = []
         pending = self.pending_jobs(skipped) if jobs else []
         return Snapshot(
@@ -216,6 +211,18 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
             roles=roles,
             warnings=warnings,
         )
+
+
+def roles_where_private(cli: SlurmCli, settings: ClusterSettings) -> tuple[Roles | None, list[str]]:
+    """The operators and coordinators (``cli.roles()``) where PrivateData hides something (only then
+    does anybody see less than everything), and the read's warnings: a failed read is one warning
+    and None (the API then treats them as plain users: less shown, never more)."""
+    if not settings.private_data:
+        return None, []
+    try:
+        return cli.roles(), []
+    except (SourceError, InputError) as exc:
+        return None, [f"operators and coordinators not read, the API treats them as users: {exc}"]
 
 
 def tree_hash(assocs: list[Association]) -> int:
