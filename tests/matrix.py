@@ -250,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for part in parts:
             run_part(part, a.pytest_args)
+            if a.full and not a.pytest_args:  # each part's row as soon as it ran: a run stopped
+                write_table([part])           # half-way (two hours on 2 cores) keeps what it measured
     finally:
         stop_cluster()
     total = time.monotonic() - t0
     print("\n" + table(parts, total) + "\n")
-    if a.full and not a.pytest_args:
-        write_table(parts)
     passed = sum(p.passed for p in parts)
     failed = sum(p.failed for p in parts)
     skipped = sum(p.skipped for p in parts)
