@@ -62,7 +62,7 @@ import numpy as np
 from .munge import ENVIRON_KEY, HEADER, Undecodable, payload_for
 from .view import View
 
-__all__ = ["Caller", "Refused", "Scope", "identify", "scope_for"]
+__all__ = ["Caller", "Refused", "Scope", "identify", "scope_for", "sees_everything"]
 
 ROW_FLAGS = frozenset({"usage", "users", "accounts"})
 USER_ROW_FLAGS = frozenset({"usage", "users"})
@@ -168,10 +168,16 @@ class Scope:
         return self.jobs_of is None or user == self.jobs_of or account in self.job_accounts
 
 
+def sees_everything(view: View, caller: Caller) -> bool:
+    """The token's admin, or root, SlurmUser or a Slurm operator (``view.admins``): PrivateData never
+    limits them."""
+    return caller.admin or caller.user in view.admins
+
+
 def scope_for(view: View, caller: Caller) -> Scope:
     """The caller's :class:`Scope` of ``view`` under the cluster's PrivateData (module docstring)."""
     private = frozenset(view.private)
-    if caller.admin or caller.user in view.admins or not private & (ROW_FLAGS | {"jobs"}):
+    if sees_everything(view, caller) or not private & (ROW_FLAGS | {"jobs"}):
         return Scope(None, None, ())
     jobs_of = caller.user if "jobs" in private else None
     coordinated = view.roles.coordinators.get(caller.user or "", frozenset())

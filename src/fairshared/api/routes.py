@@ -24,7 +24,7 @@ from ..engine import Params
 from ..model import InputError, Snapshot
 from ..whatif import OTHERS
 from .answers import explain_job, explain_job_vs, recovery_of
-from .identity import Caller, MungeDecoder, Refused, Scope, identify, scope_for
+from .identity import Caller, MungeDecoder, Refused, Scope, identify, scope_for, sees_everything
 from .view import View, build_view
 
 __all__ = ["Api", "History", "ViewKeeper", "MAX_LIMIT"]
@@ -168,8 +168,7 @@ class Api:
                 "age_seconds": max(0, int(self.clock()) - view.evaluated_at), "stale": last > view.number}
 
     def _whoami(self, view, last, caller: Caller, q: _Query) -> dict:
-        # admin: the token, or root, SlurmUser or an operator, whom PrivateData never limits (identity.py)
-        admin = caller.admin or (view is not None and caller.user in view.admins)
+        admin = sees_everything(view, caller) if view is not None else caller.admin
         return {"cycle": self._cycle(view, last) if view else None, "user": caller.user, "admin": admin,
                 "private": list(view.private) if view else None}
 
