@@ -32,7 +32,7 @@ from fairshared.cycle import CycleResult  # noqa: E402
 from fairshared.engine import build_tree, compute  # noqa: E402
 from fairshared.model import Job, Snapshot  # noqa: E402
 from fairshared.records import PushAction  # noqa: E402
-from fairshared.sinks.metric_format import _encode_each, _Fixed  # noqa: E402
+from fairshared.sinks.metric_format import encode_each, _Fixed  # noqa: E402
 from fairshared.sinks.metrics import Metrics  # noqa: E402
 from prometheus_client import generate_latest  # noqa: E402
 from synthetic import make_associations  # noqa: E402
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             samples = sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
             del body
             v = m._view
-            by_family = format_peak_mib(lambda: _encode_each(generate_latest, m._families(v)))
+            by_family = format_peak_mib(lambda: encode_each(generate_latest, m._families(v)))
             one_call = format_peak_mib(lambda: generate_latest(_Fixed(m._families(v))))
             print(json.dumps({"associations": size, "pending_jobs": size, "metrics.associations": which,
                               "metrics.per_job": per_job, "publish_and_format_s": round(publish, 2),

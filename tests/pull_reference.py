@@ -9,7 +9,7 @@ import the module under a name, ``old`` or ``before``) and given today's names f
 calls (slurm.units' epoch_seconds and time_limit_minutes, slurm.squeue's skip_or_raise, ...:
 the same code, moved into slurm/ since).  Two are not copied because fairshared still holds
 them: ``infer`` here is engine.sibling_order.infer, unchanged (infer_lft_or_name falls back to
-it), and ``build_tree`` is engine.tree_checked._build_checked, the old one-association-at-a-time build
+it), and ``build_tree`` is engine.tree_checked.build_checked, the old one-association-at-a-time build
 kept to name build_tree's errors (with only a summed-usage check added).
 
 Frozen: the point is to stay what was replaced.  Do not make it faster, tidier or more correct;
@@ -25,7 +25,7 @@ from typing import Mapping
 
 from fairshared.engine.sibling_order import LFT, NAME, infer, name_key
 from fairshared.engine.tree import Tree
-from fairshared.engine.tree_checked import _build_checked
+from fairshared.engine.tree_checked import build_checked
 from fairshared.model import PARENT, Association, InputError, Job, Snapshot, check_shares, check_usage
 from fairshared.slurm.assoc_mgr import AssocRecord
 from fairshared.slurm.sprio import SPRIO_FIELDS, SPRIO_FORMAT, SprioFacts
@@ -244,7 +244,7 @@ def order_of_22_05(assocs: list[Association], reported: dict, cfg: dict, state: 
 def build_tree(associations: list[Association]) -> Tree:
     """build_tree one association at a time, as before: engine.tree_checked keeps it as the checked path
     that names errors (it adds only the summed-usage check, a cheap pass)."""
-    return _build_checked(associations)
+    return build_checked(associations)
 
 
 def parse_sshare(lines, name: str = "<sshare dump>") -> Snapshot:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from daemon_proc import gated_service
-from fairshared.daemon.service_cycles import _boot_clock
+from fairshared.daemon.service_cycles import boot_clock
 
 
 @pytest.mark.parametrize("step", [-3600.0, +3600.0])
@@ -23,7 +23,7 @@ def test_a_wall_clock_step_moves_every_timer_by_the_same_step(tmp_path, step):
         # the scheduler's own clock is not stepped here: paused, it does not run what the step made due
         svc.scheduler.pause()
         before = {j.id: j.next_run_time for j in svc.scheduler.get_jobs()}
-        mono = _boot_clock()
+        mono = boot_clock()
         svc._watch_clock(wall=lambda: time.time(), mono=lambda: mono)  # the reference
         svc._watch_clock(wall=lambda: time.time() + step, mono=lambda: mono)  # the same instant, stepped
         after = {j.id: j.next_run_time for j in svc.scheduler.get_jobs()}

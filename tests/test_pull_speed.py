@@ -28,7 +28,7 @@ from fairshared.engine.sibling_order import (
     name_positions,
 )
 from fairshared.engine.tree_build import _build_columns
-from fairshared.engine.tree_checked import _build_checked
+from fairshared.engine.tree_checked import build_checked
 from fairshared.model import PARENT, Association, InputError
 from fairshared.sources.jobinfo_cli import read_jobs
 from fairshared.slurm.assoc_mgr import parse_assoc_mgr
@@ -441,14 +441,14 @@ def association_lists(draw, valid: bool):
 @given(association_lists(valid=True))
 def test_build_tree_by_columns_lays_out_as_before(assocs):
     fast = _build_columns(assocs)
-    assert fast is not None  # well-formed: not sent back to _build_checked
-    assert trees_equal(fast, _build_checked(assocs))
+    assert fast is not None  # well-formed: not sent back to build_checked
+    assert trees_equal(fast, build_checked(assocs))
 
 
 @EXAMPLES
 @given(association_lists(valid=False))
 def test_build_tree_errors_as_before(assocs):
-    new, old = built(build_tree, assocs), built(_build_checked, assocs)
+    new, old = built(build_tree, assocs), built(build_checked, assocs)
     if isinstance(old, tuple) or isinstance(new, tuple):
         assert new == old
     else:

@@ -26,12 +26,12 @@ from pydantic import ValidationError
 from ..model import InputError
 from .config_http import HttpConfig
 from .config_sections import (AlgorithmConfig, ControllerConfig, HistoryConfig, LoggingConfig, MetricsConfig,
-                              PushConfig, ScheduleConfig, SourceConfig, StateConfig, UsageConfig, _Strict)
+                              PushConfig, ScheduleConfig, SourceConfig, StateConfig, UsageConfig, StrictModel)
 
 MAX_CONFIG_BYTES = 1024 * 1024  # deploy/fairshared.toml, every key commented, is under 10 KB
 
 
-class Config(_Strict):
+class Config(StrictModel):
     source: SourceConfig = SourceConfig()
     usage: UsageConfig = UsageConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()

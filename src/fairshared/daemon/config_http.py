@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..model import InputError
-from .config_sections import _Strict
+from .config_sections import StrictModel
 
 DEFAULT_PORT = 9817
 DEFAULT_CREDENTIAL = "http-token"  # systemd/fairshared.service: LoadCredential=http-token:...
@@ -69,7 +69,7 @@ def resolves(host: str) -> bool:
         return False
 
 
-class HttpConfig(_Strict):
+class HttpConfig(StrictModel):
     listen: str = f"127.0.0.1:{DEFAULT_PORT}"
     """HOST:PORT for /metrics, /-/healthy, /-/ready, /-/status and POST /-/recompute; IPv6 as [::1]:PORT."""
     token: str | None = Field(default=None, min_length=1)

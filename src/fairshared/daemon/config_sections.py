@@ -20,7 +20,7 @@ PER_JOB_DEFAULT = 5000  # jobs with per-job series by default: under 8 MB of /me
 MAX_PERIOD = 86400.0  # seconds: schedule.period and --period (Slurm's PriorityCalcPeriod is minutes)
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     # Each field's default is written Field(default=...), not Field(...): a type checker reads a
     # pydantic field's default from the keyword alone, and took every other field for required.
     # allow_inf_nan: TOML has inf and nan, and a float field would take them (period = inf stopped the
@@ -28,7 +28,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class SourceConfig(_Strict):
+class SourceConfig(StrictModel):
     kind: Literal["auto", "cli", "pyslurm", "demo"] = "auto"
     """auto = pyslurm if it can be imported, else Slurm's command-line tools."""
     timeout: float = Field(default=60.0, gt=0, le=3600)
@@ -41,7 +41,7 @@ class SourceConfig(_Strict):
     the small demo's own dozen."""
 
 
-class UsageConfig(_Strict):
+class UsageConfig(StrictModel):
     origin: Literal["slurmctld", "accounting"] = "slurmctld"
     """slurmctld = the decayed raw usage slurmctld keeps (what Slurm itself uses);
     accounting = recomputed from slurmdbd's job records (sacct), fetched incrementally."""
@@ -49,7 +49,7 @@ class UsageConfig(_Strict):
     """With origin = accounting: slurm = slurmctld's per-iteration decay; exact = the closed-form integral."""
 
 
-class AlgorithmConfig(_Strict):
+class AlgorithmConfig(StrictModel):
     name: Literal["classic", "fair_tree", "level_based"] | None = None
     """Default: Slurm's choice from PriorityFlags (NO_FAIR_TREE → classic, else fair_tree)."""
     dampening: float | None = None
@@ -70,14 +70,14 @@ class AlgorithmConfig(_Strict):
         return float(dampening_factor(value))
 
 
-class ScheduleConfig(_Strict):
+class ScheduleConfig(StrictModel):
     period: float | None = Field(default=None, gt=0, le=MAX_PERIOD)
     """Seconds between cycles, at most a day (default: the cluster's PriorityCalcPeriod)."""
     max_backoff: float = Field(default=600.0, gt=0, le=MAX_PERIOD)
     """After failures, cycles are retried every period, doubled per failure up to this."""
 
 
-class PushConfig(_Strict):
+class PushConfig(StrictModel):
     mode: Literal["site_factor", "nice", "priority", "assoc_priority", "off"] = "site_factor"
     """site_factor: SiteFactor = W·F; nice: nice = owner's nice − W·F; priority: the whole multifactor
     priority with our F (fixes it: slurmctld stops recalculating); assoc_priority: each user
@@ -105,7 +105,7 @@ class PushConfig(_Strict):
     lower value); 0: W·F exactly.  Default 1000 from benchmarks/push_churn.py (README)."""
 
 
-class MetricsConfig(_Strict):
+class MetricsConfig(StrictModel):
     per_job: bool | int = Field(default=PER_JOB_DEFAULT, ge=0)
     """Per-job series (fairshared_job_*): true = every pending job's, false = none, N = at most
     N jobs (the lowest job ids); default 5000, a budget of about 8 MB of /metrics in push.mode
@@ -119,7 +119,7 @@ class MetricsConfig(_Strict):
     none.  Per-user and per-account pending-job counts are always exported."""
 
 
-class ControllerConfig(_Strict):
+class ControllerConfig(StrictModel):
     push_when: Literal["active", "always"] = "active"
     """active: with several SlurmctldHost, push only while the slurmctld beside this daemon is the
     one in control (checked before each push batch); always: push wherever this daemon runs (the one
@@ -129,13 +129,13 @@ class ControllerConfig(_Strict):
     entry named like this machine, as slurmctld itself decides."""
 
 
-class LoggingConfig(_Strict):
+class LoggingConfig(StrictModel):
     format: Literal["auto", "json", "console"] = "auto"
     """auto: JSON lines under systemd or when not on a terminal, short key=value lines on a terminal."""
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class StateConfig(_Strict):
+class StateConfig(StrictModel):
     directory: str | None = None
     """Where the daemon remembers what it pushed (default: $STATE_DIRECTORY, else ./fairshared-state;
     with --demo $XDG_STATE_HOME/fairshared-demo, i.e. ~/.local/state/fairshared-demo)."""
@@ -163,7 +163,7 @@ class StateConfig(_Strict):
         return v
 
 
-class HistoryConfig(_Strict):
+class HistoryConfig(StrictModel):
     enabled: bool = True
     """Keep every cycle's fair-share factor, rank, raw usage and pending jobs per user association in
     an SQLite file (the API's /api/v1/history); false: write and read none (the file stays)."""

@@ -52,7 +52,7 @@ from .planned import render_planned
 from .requests import CycleRequests
 from .runner import Runner, algorithm_for, period_for
 from .scheduler import Scheduler, make_scheduler
-from .service_cycles import ServiceCycles, _boot_clock
+from .service_cycles import ServiceCycles, boot_clock
 from .service_reload import ServiceReload
 from .wiring import (check_source, make_assoc_writer, make_history, make_source_and_updater, pid_file,
                      state_dir, usage_source)
@@ -120,7 +120,7 @@ class Service(ServiceCycles, ServiceReload):
         self.period: float | None = None
         self.requests = CycleRequests(self._submit, config.http.max_waiting)
         self.pid_fd: int | None = None
-        self._clock_offset = time.time() - _boot_clock()  # see _watch_clock
+        self._clock_offset = time.time() - boot_clock()  # see _watch_clock
 
     def _set_info(self):
         """fairshared_info: what actually runs (the source's name, the algorithm of the last cycle)."""

@@ -21,7 +21,7 @@ from .service_shared import ServiceShared
 CLOCK_STEP = 2.0  # seconds: a change of wall minus monotonic time larger than this is a clock step
 
 
-def _boot_clock() -> float:
+def boot_clock() -> float:
     """Seconds since boot, suspended time included (CLOCK_BOOTTIME; monotonic where there is none):
     a machine resumed from suspend has not had its clock stepped."""
     try:
@@ -97,7 +97,7 @@ class ServiceCycles(ServiceShared):
         if self.requests.take():
             self._run_cycle(reason)
 
-    def _watch_clock(self, wall=time.time, mono=_boot_clock) -> None:
+    def _watch_clock(self, wall=time.time, mono=boot_clock) -> None:
         """Move every timer by a step of the wall clock (an operator's ``date -s``, a VM resumed, NTP
         stepping): the next cycle stays where it was in real time, the period with it."""
         offset = wall() - mono()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..model import PARENT, Association, InputError
 from .tree import Tree
-from .tree_checked import _build_checked, _check_sums, fill_account_usage
+from .tree_checked import build_checked, check_sums, fill_account_usage
 
 
 def build_tree(associations: list[Association]) -> Tree:
@@ -27,12 +27,12 @@ def build_tree(associations: list[Association]) -> Tree:
 
     Whole columns at a time with numpy (:func:`_build_columns`); when a check fails there (or the
     input is unusual: numbers of other types, string and integer order keys mixed) it is done
-    again one association at a time (:func:`_build_checked`), which names the first culprit.
+    again one association at a time (:func:`build_checked`), which names the first culprit.
     """
     if not associations:
         raise InputError("the association tree is empty")
     tree = _build_columns(associations)
-    return tree if tree is not None else _build_checked(associations)
+    return tree if tree is not None else build_checked(associations)
 
 
 _NONE = type(None)
@@ -40,8 +40,8 @@ _SHARES_MAX = 0x7FFFFFFF  # check_shares: below Slurm's limit
 
 
 def _build_columns(associations: list[Association]) -> Tree | None:
-    """The Tree :func:`_build_checked` lays out, or None where it might raise (or for input this does
-    not handle).  Every check of _build_checked is made on whole columns: shares ints in range or
+    """The Tree :func:`build_checked` lays out, or None where it might raise (or for input this does
+    not handle).  Every check of build_checked is made on whole columns: shares ints in range or
     ``"parent"``, usage finite floats >= 0 (None on accounts), accounts unique with no partition
     and one root, every parent known and reached from the root, no duplicate association."""
     n = len(associations)
@@ -129,7 +129,7 @@ def _build_columns(associations: list[Association]) -> Tree | None:
     if missing is not None:
         missing = laid_out(missing)
         fill_account_usage(tree, missing)
-        _check_sums(tree, missing)
+        check_sums(tree, missing)
     return tree
 
 
@@ -149,7 +149,7 @@ def _lookup(index: dict[str, int], names: list[str], n: int) -> np.ndarray:
 
 def _shares_column(values: list, n: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(shares with 0 for "parent", use_parent), or None unless every value is an int in range or
-    "parent" (the str: another type that equals it goes to _build_checked)."""
+    "parent" (the str: another type that equals it goes to build_checked)."""
     kinds = list(map(type, values))
     types = set(kinds)
     if types == {int}:
@@ -201,7 +201,7 @@ def _usage_column(values: list, n: int, is_user: np.ndarray) -> tuple[np.ndarray
 def _may_repeat(user: list, partition: list, parent: np.ndarray, is_user: np.ndarray, n: int) -> bool:
     """Whether two user associations may be the same (account, user, partition): equal hashes of it
     (accounts are told apart by index).  No repeat is certain otherwise; a hash collision only
-    sends the input to _build_checked."""
+    sends the input to build_checked."""
     users = np.flatnonzero(is_user)
     if users.size < 2:
         return False
@@ -219,8 +219,8 @@ def _may_repeat(user: list, partition: list, parent: np.ndarray, is_user: np.nda
 def _sibling_key(order: list, parent: np.ndarray, n: int) -> np.ndarray | Literal[False] | None:
     """What sorts each account's children (stably, after the parent): False for input order (no
     order keys), else an int64 key, 0 for every child of an account one of whose children has no
-    order key (kept in input order, as _build_checked's sort_siblings does); None for string keys
-    mixed with integers or keys of other types (_build_checked sorts those, or raises)."""
+    order key (kept in input order, as build_checked's sort_siblings does); None for string keys
+    mixed with integers or keys of other types (build_checked sorts those, or raises)."""
     types = set(map(type, order))
     if types == {_NONE}:
         return False

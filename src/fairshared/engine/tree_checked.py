@@ -13,7 +13,7 @@ from ..model import PARENT, ROOT, Association, InputError, check_shares, check_u
 from .tree import Tree
 
 
-def _build_checked(associations: list[Association]) -> Tree:
+def build_checked(associations: list[Association]) -> Tree:
     """build_tree one association at a time, in Python: raises the first error in list order."""
     if not associations:
         raise InputError("the association tree is empty")
@@ -111,7 +111,7 @@ def _build_checked(associations: list[Association]) -> Tree:
     missing = np.fromiter((u is None for u in raw), dtype=bool, count=n)
     if missing.any():
         fill_account_usage(tree, missing)
-        _check_sums(tree, missing)
+        check_sums(tree, missing)
     return tree
 
 
@@ -121,7 +121,7 @@ def _order_key(a: Association) -> int | str:
     return a.order
 
 
-def _check_sums(tree: Tree, missing: np.ndarray) -> None:
+def check_sums(tree: Tree, missing: np.ndarray) -> None:
     """An account's usage summed from its subtree must still fit a double (the engine's and Slurm's
     figures derived from it are doubles): 1e308 + 1e308 is a long double, not a double."""
     big = missing & (tree.usage > np.longdouble(np.finfo(np.float64).max))

@@ -33,17 +33,17 @@ PRIORITY_FLAGS = ("ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "FAIR
 Count = Annotated[int, Field(ge=0)]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RateLimit(_Strict):
+class RateLimit(StrictModel):
     bucket_size: Annotated[int, Field(ge=1)]
     refill_rate: Annotated[int, Field(ge=1)]
     refill_period: Annotated[int, Field(ge=1)]
 
 
-class _ConfigChecks(_Strict):
+class _ConfigChecks(StrictModel):
     """What a snapshot's ``config`` must hold beyond each field's type."""
 
     @field_validator("priority_flags", check_fields=False)
@@ -84,7 +84,7 @@ def config_model(cls: type[ClusterSettings] = ClusterSettings) -> type[BaseModel
 SnapshotConfig = config_model()
 
 
-class Partition(_Strict):
+class Partition(StrictModel):
     name: str
     priority_job_factor: Count = 1
     priority_tier: Count = 1
@@ -92,7 +92,7 @@ class Partition(_Strict):
     tres: dict[str, Count] = {}
 
 
-class Cluster(_Strict):
+class Cluster(StrictModel):
     node_count: Annotated[int, Field(ge=1)] = 1
     cpu_count: Annotated[int, Field(ge=1)] = 1
     assoc_priority_max: Count = 0
@@ -101,7 +101,7 @@ class Cluster(_Strict):
     partitions: list[Partition] = []
 
 
-class JobRecord(_Strict):
+class JobRecord(StrictModel):
     job_id: Annotated[int, Field(ge=1)]
     user: str
     account: str
@@ -124,14 +124,14 @@ class JobRecord(_Strict):
     reason: str = ""
 
 
-class FairshareRow(_Strict):
+class FairshareRow(StrictModel):
     account: str
     user: str | None
     partition: str | None = None
     fairshare: Annotated[float, Field(ge=0, le=1)]
 
 
-class PriorityInputsBlock(_Strict):
+class PriorityInputsBlock(StrictModel):
     version: Literal[1]
     evaluated_at: float | None = None
     last_calc: float | None = None

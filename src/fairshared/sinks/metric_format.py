@@ -41,7 +41,7 @@ def serving_format(accept: str | None) -> tuple:
     return generate_latest, CONTENT_TYPE_PLAIN_0_0_4
 
 
-def _gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeMetricFamily:
+def gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeMetricFamily:
     samples = list(samples)
     keys = list(samples[0][0]) if samples else []
     g = GaugeMetricFamily(f"{NS}_{name}", doc, labels=keys)
@@ -53,7 +53,7 @@ def _gauge(name: str, doc: str, samples: Iterable[tuple[dict, float]]) -> GaugeM
 _EOF = b"# EOF\n"
 
 
-def _encode_each(encoder, families: Iterable[Metric]) -> bytes:
+def encode_each(encoder, families: Iterable[Metric]) -> bytes:
     """``encoder`` over all ``families``, one family at a time: the same bytes as one call over
     them all (an OpenMetrics ``# EOF`` once, at the end), while only one family's lines exist as
     strings at a time.  One call builds every line of every family before joining them: at

@@ -36,7 +36,7 @@ class _NoTree:
     is_user = np.zeros(0, dtype=bool)
 
 
-_NO_TREE = _NoTree()
+NO_TREE = _NoTree()
 
 
 def exported_rows(tree, which: str = "all"):

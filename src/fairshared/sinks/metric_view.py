@@ -1,4 +1,4 @@
-"""What one scrape shows: the immutable :class:`_View` a cycle's publish builds, and the metric
+"""What one scrape shows: the immutable :class:`MetricsView` a cycle's publish builds, and the metric
 families it gives (:func:`view_families`), every series' name and help text in one place.
 
 Pure: no locks, no clock, no formatting (``metrics.py`` folds the cycles into views, caches
@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from ..cycle import OUTCOMES
 from ..records import PushAction
-from .metric_format import NS, _gauge
+from .metric_format import NS, gauge
 from .metric_samples import ASSOC_HELP, ASSOC_LABELS, JOB_LABELS, TREE_LABELS
 
 # Cycles are seconds to minutes long (a big cluster's sacctmgr/sshare pulls): cover 10 ms .. 10 min.
@@ -45,7 +45,7 @@ class _Hist:
 
 
 @dataclass(frozen=True)
-class _View:
+class MetricsView:
     """Everything one scrape shows; replaced whole by publish() and set_info()."""
 
     info: tuple[tuple[str, str], ...]
@@ -84,9 +84,9 @@ class _View:
     taken_back: int = 0  # values of a previous push.mode taken back
 
 
-def view_families(v: _View) -> Iterator[Metric]:
+def view_families(v: MetricsView) -> Iterator[Metric]:
     """Every metric family of fairshared's own series in view ``v``, in exposition order."""
-    yield _gauge("info", "Constant 1; labels: the daemon's version and running configuration.",
+    yield gauge("info", "Constant 1; labels: the daemon's version and running configuration.",
                  [(dict(v.info), 1)])
     c = CounterMetricFamily(f"{NS}_cycles", "Cycles run, by outcome "
                             "(success, pull_failed, compute_failed, push_failed).", labels=["outcome"])
@@ -104,8 +104,8 @@ def view_families(v: _View) -> Iterator[Metric]:
          "1 when the last cycle computed nothing, so the association and job series are an earlier "
          "cycle's; else 0."),
     ):
-        yield _gauge(name, doc, [({}, x)])
-    yield _gauge("cycle_stage_duration_seconds",
+        yield gauge(name, doc, [({}, x)])
+    yield gauge("cycle_stage_duration_seconds",
                  "Wall time of each stage of the last cycle (stages that did not run are absent).",
                  [({"stage": s}, x) for s, x in v.stage_seconds])
     yield HistogramMetricFamily(f"{NS}_cycle_duration_seconds",
@@ -129,30 +129,30 @@ def view_families(v: _View) -> Iterator[Metric]:
     ):
         yield CounterMetricFamily(f"{NS}_{name}", doc, value=n)
     if v.counted_twice is not None:
-        yield _gauge("fairshare_counted_twice", "1 while push.mode is site_factor and Slurm's "
+        yield gauge("fairshare_counted_twice", "1 while push.mode is site_factor and Slurm's "
                      "PriorityWeightFairshare is not 0: Slurm adds its own fair-share term beside "
                      "fairshared's SiteFactor; else 0 (absent until the cluster's settings were read).",
                      [({}, v.counted_twice)])
     if v.controller_active is not None:
-        yield _gauge("controller_active", "1 while this daemon may push: the slurmctld beside it is the one "
+        yield gauge("controller_active", "1 while this daemon may push: the slurmctld beside it is the one "
                      "in control (or the cluster has one SlurmctldHost, or controller.push_when = always); "
                      "0 on the standby head (absent until a cycle checked).", [({}, v.controller_active)])
     if v.push_blocked is not None:
-        yield _gauge("push_blocked", "push.mode assoc_priority: 1 while the last cycle wrote nothing because "
+        yield gauge("push_blocked", "push.mode assoc_priority: 1 while the last cycle wrote nothing because "
                      "the cluster would count association priorities wrongly (the log names the slurm.conf "
                      "setting) or associations hold priorities fairshared did not write; else 0.",
                      [({}, v.push_blocked)])
         if v.assoc_planned is not None:  # publish sets it with push_blocked
-            yield _gauge("planned_association_priorities", "Association priorities the last cycle planned to "
+            yield gauge("planned_association_priorities", "Association priorities the last cycle planned to "
                          "write (in dry run: would have written).", [({}, v.assoc_planned)])
     if v.planned_updates is not None:
-        yield _gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
+        yield gauge("planned_updates", "Job updates planned by the last cycle that computed a result "
                      "(in dry run: the updates that would have been pushed).", [({}, v.planned_updates)])
     if v.snapshot_associations is not None:
-        yield _gauge("snapshot_associations", "Associations in the snapshot behind the current series.",
+        yield gauge("snapshot_associations", "Associations in the snapshot behind the current series.",
                      [({}, v.snapshot_associations)])
         if v.snapshot_pending_jobs is not None:  # publish sets it with snapshot_associations
-            yield _gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
+            yield gauge("snapshot_pending_jobs", "Pending jobs in the snapshot behind the current series.",
                          [({}, v.snapshot_pending_jobs)])
     if v.tree:
         g = GaugeMetricFamily(f"{NS}_association_info", "Constant 1 per association: its place in the tree "
@@ -202,14 +202,14 @@ def view_families(v: _View) -> Iterator[Metric]:
         yield factor
     # pending-job counts per owner: after the per-job series
     if v.snapshot_pending_jobs is not None:
-        yield _gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
+        yield gauge("user_pending_jobs", "Pending jobs of each user in each account, in the snapshot "
                      "behind the current series.",
                      [({"account": a, "user": u}, n) for (a, u), n in v.pending_by_user])
         per_account: dict[str, int] = {}
         for (account, _), n in v.pending_by_user:
             per_account[account] = per_account.get(account, 0) + n
-        yield _gauge("account_pending_jobs", "Pending jobs charged to each account (its own users only, "
+        yield gauge("account_pending_jobs", "Pending jobs charged to each account (its own users only, "
                      "not its sub-accounts'), in the snapshot behind the current series.",
                      [({"account": a}, n) for a, n in sorted(per_account.items())])
-        yield _gauge("dropped_job_series", "Pending jobs without fairshared_job_* series because of the "
+        yield gauge("dropped_job_series", "Pending jobs without fairshared_job_* series because of the "
                      "metrics.per_job cap.", [({}, v.jobs_dropped)])

@@ -2,7 +2,7 @@
 
 :class:`Metrics` owns a :class:`~prometheus_client.CollectorRegistry` holding one
 custom collector.  ``publish(cycle)`` (the scheduler thread, after *every* cycle)
-builds a new immutable :class:`~.metric_view._View` of every series and swaps one reference;
+builds a new immutable :class:`~.metric_view.MetricsView` of every series and swaps one reference;
 ``render()`` (HTTP threads) reads that reference once, so a scrape never sees
 half a cycle, never blocks on a cycle and never talks to Slurm.  Series are
 rebuilt from scratch each cycle, so deleted associations and finished jobs
@@ -72,9 +72,9 @@ from prometheus_client.process_collector import ProcessCollector
 from ..cycle import STAGES, CycleResult
 from ..logs import get_logger
 from ..records import PushAction
-from .metric_format import NS, _encode_each, serving_format
-from .metric_samples import _NO_TREE, association_samples, exported_rows, priority_samples, tree_labels
-from .metric_view import _View, view_families
+from .metric_format import NS, encode_each, serving_format
+from .metric_samples import NO_TREE, association_samples, exported_rows, priority_samples, tree_labels
+from .metric_view import MetricsView, view_families
 
 
 RUNTIME_TTL = 1.0  # seconds a reading of the runtime metrics (process, Python, HTTP) is served again
@@ -108,12 +108,12 @@ class Metrics:
                  associations: str = "all"):
         self.version = version
         self.per_job = per_job
-        exported_rows(_NO_TREE, associations)  # refuses an unknown value now, not at the first cycle
+        exported_rows(NO_TREE, associations)  # refuses an unknown value now, not at the first cycle
         self.associations = associations
         self._lock = threading.Lock()  # serialises writers; readers never take it
-        self._view = _View(info=self._info_labels())
+        self._view = MetricsView(info=self._info_labels())
         # content type -> (the view, its exposition): one entry per format, replaced per view
-        self._rendered: dict[str, tuple[_View, bytes]] = {}
+        self._rendered: dict[str, tuple[MetricsView, bytes]] = {}
         self._render_locks = {CONTENT_TYPE_PLAIN_0_0_4: threading.Lock()}
         self.render_count = 0  # formattings of fairshared's series (not the runtime metrics)
         self._runtime: CollectorRegistry | None = None
@@ -223,7 +223,7 @@ class Metrics:
             self._render_view(self._view)
 
     @staticmethod
-    def _jobs(old: _View, cycle: CycleResult, pending) -> tuple[PushAction, ...]:
+    def _jobs(old: MetricsView, cycle: CycleResult, pending) -> tuple[PushAction, ...]:
         last = {a.job_id: a for a in old.jobs} if old.push_mode == cycle.push_mode else {}
         last.update((a.job_id, a) for a in cycle.actions)
         ids = {j.job_id for j in pending}
@@ -237,7 +237,7 @@ class Metrics:
             return generate_latest(self.registry)
         return generate_latest(self._runtime) + self._render_view(self._view)
 
-    def _render_view(self, v: _View, encoder=generate_latest, ctype: str = CONTENT_TYPE_PLAIN_0_0_4) -> bytes:
+    def _render_view(self, v: MetricsView, encoder=generate_latest, ctype: str = CONTENT_TYPE_PLAIN_0_0_4) -> bytes:
         cached = self._rendered.get(ctype)
         if cached is not None and cached[0] is v:
             return cached[1]
@@ -252,7 +252,7 @@ class Metrics:
             if cached is not None and cached[0] is v:  # formatted while we waited
                 return cached[1]
             t0 = time.monotonic()
-            body = _encode_each(encoder, self._families(v))
+            body = encode_each(encoder, self._families(v))
             self.render_count += 1
             get_logger().debug("metrics formatted", content_type=ctype, bytes=len(body),
                                seconds=round(time.monotonic() - t0, 3))

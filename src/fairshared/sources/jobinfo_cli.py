@@ -113,7 +113,7 @@ def no_normal_flags(raw: dict[str, str], settings: ClusterSettings,
                    f"(NO_NORMAL_ASSOC, NO_NORMAL_PART, NO_NORMAL_QOS, NO_NORMAL_TRES)")
 
 
-def _read_text(path: str | None) -> str | None:
+def read_slurm_conf(path: str | None) -> str | None:
     if not path:
         return None
     try:
@@ -179,7 +179,7 @@ class JobInfoCli:
         # the pull (SlurmCli._snapshot) has already told them apart from slurm.conf when it could:
         # read it again only for the warning when the flags still say NO_NORMAL_ALL
         if extra["no_normal_ambiguous"] and "NO_NORMAL_ALL" in settings.printed_flags:
-            flags, warning = no_normal_flags(raw, settings, _read_text(extra["slurm_conf"]))
+            flags, warning = no_normal_flags(raw, settings, read_slurm_conf(extra["slurm_conf"]))
             settings = settings.with_values(priority_flags=flags)
             warnings += [warning] if warning else []
         settings = settings.with_values(**extra)

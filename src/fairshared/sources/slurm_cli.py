@@ -52,7 +52,7 @@ from ..slurm.versions import LINEAGE, version_tuple
 from ..records import SourceError, SourceTimeout
 from ..settings import ClusterSettings
 from .base import Source, UsesCommandLine
-from .jobinfo_cli import JobInfoCli, _read_text, no_normal_flags, read_jobs
+from .jobinfo_cli import JobInfoCli, read_slurm_conf, no_normal_flags, read_jobs
 from .slurm_commands import SlurmCommands
 
 
@@ -163,7 +163,7 @@ class SlurmCli(SlurmCommands, Source, UsesCommandLine):
         # before 25.11 NO_NORMAL_ALL is printed for any NO_NORMAL_* flag: slurm.conf tells them apart
         # (push mode assoc_priority needs to know whether NO_NORMAL_ASSOC is one of them)
         if "NO_NORMAL_ALL" in settings.printed_flags:
-            resolved, _ = no_normal_flags(raw_config, settings, _read_text(raw_config.get("SLURM_CONF")))
+            resolved, _ = no_normal_flags(raw_config, settings, read_slurm_conf(raw_config.get("SLURM_CONF")))
             settings = settings.with_values(priority_flags=resolved)
         try:
             records = self.assoc_mgr()
