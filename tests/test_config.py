@@ -35,6 +35,20 @@ def test_shipped_example_is_valid_and_means_the_defaults():
     ('[http]\ntoken = "a"\ntoken_file = "b"\n', "set token or token_file, not both"),
     ('[http]\nlisten = "::1:80"\n', "write an IPv6 address in brackets"),
     ('[http]\nmax_connections = 0\n', "http.max_connections"),
+    # TOML has booleans and numbers: a quoted "yes" or "30", or a 1 for true, is a mistake said back
+    ('[push]\ndry_run = "yes"\n',
+     "push.dry_run: Input should be a valid boolean (got 'yes'); TOML writes true or false, without quotes"),
+    ('[push]\ndry_run = 1\n', "push.dry_run: Input should be a valid boolean (got 1)"),
+    ('[push]\noverride_fixed = "false"\n', "push.override_fixed: Input should be a valid boolean (got 'false')"),
+    ('[schedule]\nperiod = "30"\n', "schedule.period: Input should be a valid number (got '30')"),
+    ('[schedule]\nperiod = inf\n', "schedule.period: Input should be a finite number (got inf)"),
+    # a union's members are joined, and pydantic's member tag (per_job.bool) is not a key
+    ('[metrics]\nper_job = "all"\n', "metrics.per_job: Input should be a valid boolean or a valid integer (got 'all')"),
+    ('[http]\ntoken_for_reads = "maybe"\n', "http.token_for_reads: Input should be a valid boolean or 'auto' (got 'maybe')"),
+    ('[http]\nproxies = ["10.0.0.1", 3]\n', "http.proxies.1: Input should be a valid string (got 3)"),
+    # docs/daemon.md quotes this one
+    ('[push]\nmode = "sitefactor"\n', "push.mode: Input should be 'site_factor', 'nice', 'priority', "
+                                     "'assoc_priority' or 'off' (got 'sitefactor')"),
 ])
 def test_bad_config_names_file_and_key(tmp_path, text, message):
     p = tmp_path / "bad.toml"
@@ -42,6 +56,14 @@ def test_bad_config_names_file_and_key(tmp_path, text, message):
     with pytest.raises(InputError) as exc:
         load_config(p)
     assert message in str(exc.value) and str(p) in str(exc.value)
+
+
+def test_a_token_in_the_wrong_type_is_not_echoed(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text('[http]\ntoken = 123456789\n')
+    with pytest.raises(InputError) as exc:
+        load_config(p)
+    assert str(exc.value).endswith("http.token: Input should be a valid string") and "123456789" not in str(exc.value)
 
 
 def test_listen_parsing():

@@ -21,7 +21,7 @@ import stat
 import tomllib
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..model import InputError
 from .config_http import HttpConfig
@@ -51,13 +51,49 @@ def _loc_part(x: object) -> str:
     return s if s and s.isprintable() and not any(c in s for c in ".: ") else repr(s)
 
 
+def _field_loc(loc: tuple) -> tuple:
+    """``loc`` without what pydantic appends inside a field (a union's member: ``per_job.bool``):
+    the sections and keys as the file writes them (an unknown key included), then a list's index."""
+    out: list[object] = []
+    model: type[BaseModel] | None = Config
+    for part in loc:
+        if model is not None:
+            out.append(part)
+            field = model.model_fields.get(str(part))
+            ann = field.annotation if field is not None else None
+            model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+            if field is None:
+                break  # a key the section does not have
+        elif isinstance(part, int):
+            out.append(part)  # an item of a list (http.proxies.1)
+        else:
+            break
+    return tuple(out)
+
+
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(_loc_part(x) for x in err["loc"])
-    msg = err["msg"]
+    """The first error as ``section.key: what is wrong (got VALUE)``.  A union's members' complaints are
+    joined ("a valid boolean or a valid integer"); the value is left out where the message names it
+    already and for a key naming a token, and cut at 60 characters."""
+    errors = exc.errors()
+    err = errors[0]
+    parts = _field_loc(err["loc"])
+    loc = ".".join(_loc_part(x) for x in parts)
     if err["type"] == "extra_forbidden":
-        msg = "unknown key"
+        return f"{loc}: unknown key"
+    msgs: list[str] = []
+    for e in errors:
+        if _field_loc(e["loc"]) == parts and e["msg"] not in msgs:
+            msgs.append(e["msg"])
+    msg = " or ".join(m if i == 0 else m.removeprefix("Input should be ") for i, m in enumerate(msgs))
     msg = msg.removeprefix("Value error, ")
+    value = err.get("input")
+    if (err["type"] != "value_error" and isinstance(value, (str, int, float, bool))
+            and "token" not in parts):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        msg += f" (got {shown})"
+        if err["type"] == "bool_type" and isinstance(value, str):
+            msg += "; TOML writes true or false, without quotes"
     return f"{loc}: {msg}" if loc else msg
 
 
@@ -115,7 +151,7 @@ def _under(defaults: dict | None, data: dict) -> dict:
 
 def config_from_dict(data: dict, where: str = "<config>") -> Config:
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(data, strict=True)
     except ValidationError as exc:
         raise InputError(_first_error(exc), where) from None
 
