@@ -23,20 +23,13 @@ from ..slurm.config import rate_limit
 from ..slurm.tres import tres_weight
 
 
-def _seconds(value, name: str) -> int:
-    """A u32 seconds value from pyslurm: None (0 or unset) -> 0."""
+def _whole(value, name: str, what: str = "an integer") -> int:
+    """A whole number from pyslurm (a weight, or u32 seconds when ``what`` says so): None (0 or unset)
+    -> 0; anything else that is not an int (a bool included) is refused, naming the attribute."""
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(f"pyslurm.slurmctld.Config.{name} is {value!r}, expected seconds")
-    return value
-
-
-def _weight(value, name: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(f"pyslurm.slurmctld.Config.{name} is {value!r}, expected an integer")
+        raise SourceError(f"pyslurm.slurmctld.Config.{name} is {value!r}, expected {what}")
     return value
 
 
@@ -60,17 +53,17 @@ def config_from_pyslurm(cfg) -> dict:
         "priority_type": cfg.priority_type or "priority/basic",
         "priority_flags": [str(f).strip().upper() for f in (cfg.priority_flags or []) if str(f).strip()],
         "dampening": dampening,
-        "half_life_seconds": _seconds(cfg.priority_decay_half_life, "priority_decay_half_life"),
-        "calc_period_seconds": _seconds(cfg.priority_calc_period, "priority_calc_period"),
+        "half_life_seconds": _whole(cfg.priority_decay_half_life, "priority_decay_half_life", "seconds"),
+        "calc_period_seconds": _whole(cfg.priority_calc_period, "priority_calc_period", "seconds"),
         "usage_reset_period": str(reset).upper() if reset else "NONE",
-        "max_age_seconds": _seconds(cfg.priority_max_age, "priority_max_age"),
+        "max_age_seconds": _whole(cfg.priority_max_age, "priority_max_age", "seconds"),
         "favor_small": bool(cfg.priority_favor_small),
-        "weight_age": _weight(cfg.priority_weight_age, "priority_weight_age"),
-        "weight_assoc": _weight(cfg.priority_weight_assoc, "priority_weight_assoc"),
-        "weight_fairshare": _weight(cfg.priority_weight_fair_share, "priority_weight_fair_share"),
-        "weight_jobsize": _weight(cfg.priority_weight_job_size, "priority_weight_job_size"),
-        "weight_partition": _weight(cfg.priority_weight_partition, "priority_weight_partition"),
-        "weight_qos": _weight(cfg.priority_weight_qos, "priority_weight_qos"),
+        "weight_age": _whole(cfg.priority_weight_age, "priority_weight_age"),
+        "weight_assoc": _whole(cfg.priority_weight_assoc, "priority_weight_assoc"),
+        "weight_fairshare": _whole(cfg.priority_weight_fair_share, "priority_weight_fair_share"),
+        "weight_jobsize": _whole(cfg.priority_weight_job_size, "priority_weight_job_size"),
+        "weight_partition": _whole(cfg.priority_weight_partition, "priority_weight_partition"),
+        "weight_qos": _whole(cfg.priority_weight_qos, "priority_weight_qos"),
         "weight_tres": tres,
         # pyslurm upper-cases these; scontrol (and slurm.config) give lower case
         "accounting_storage_enforce": [str(e).strip().lower() for e in (cfg.accounting_storage_enforce or [])
