@@ -425,12 +425,16 @@ def sshare_rows(*extra: str) -> list[dict[str, str]]:
 
 def site_factors(jobs: Iterable[int] | None = None) -> dict[int, int]:
     """SiteFactor of each pending job (of ``jobs``, when given) as sprio shows it, keyed by job id;
-    a pending array's own row (``673_[1-3]``) is left out."""
-    argv = ["sprio", "-h", "-o", "%i|%S"]
-    if jobs is not None:
-        argv += ["-j", ",".join(map(str, jobs))]
-    rows = (ln.split("|") for ln in run(argv).stdout.split() if ln)
-    return {int(i): int(v) for i, v in rows if i.isdigit()}
+    a pending array's own row (``673_[1-3]``) is left out.
+
+    Every pending job is read and the wanted ones kept here, not asked for with ``sprio -j A,B``:
+    Slurm 24.11's sprio parses the whole list as one id (src/sprio/opts.c:469 passes ``str``, not
+    ``job``; 25.11 fixed it) and exits 1 with "Invalid job id: A"."""
+    rows = (ln.split("|") for ln in run(["sprio", "-h", "-o", "%i|%S"]).stdout.split() if ln)
+    got = {int(i): int(v) for i, v in rows if i.isdigit()}
+    if jobs is None:
+        return got
+    return {j: got[j] for j in map(int, jobs) if j in got}
 
 
 def last_decay_ran() -> int:

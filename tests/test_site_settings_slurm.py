@@ -28,7 +28,7 @@ import time
 import pytest
 import slurm_cluster as sc
 from test_slurm_differential import compare, sshare_by_key
-from test_sprio_slurm import _cells_of_json, _cells_of_sprio, _read_both
+from test_sprio_slurm import _cells_of_json, _cells_of_sprio, _read_both, _unexplained
 from test_usage_slurm import usage_against_slurmctld, wait_sacct_ends
 
 from fairshared.engine import Params, build_tree, compute
@@ -136,11 +136,11 @@ def _pending_jobs():
 
 
 @pytest.mark.parametrize("algorithm", ["fair_tree", "classic"])
-def test_fairshare_and_sprio_equal_slurm_under_site_settings(site, algorithm):
+def test_fairshare_and_sprio_equal_slurm_under_site_settings(site, algorithm, tmp_path):
     sc.ensure_cluster(algorithm, "site")
     if "jobs" not in site:
         site["fill"], site["jobs"] = _pending_jobs()
-    theirs, ours, table, at = _read_both()  # restarts slurmctld: one decay iteration, at `at`
+    theirs, ours, table, at = _read_both(tmp_path / "inputs.json")  # restarts slurmctld: one decay iteration
 
     # every association, the per-partition ones included, against sshare -m
     snap = SlurmCli(env=site["info"].env, timeout=60).snapshot(jobs=False)
@@ -156,8 +156,12 @@ def test_fairshare_and_sprio_equal_slurm_under_site_settings(site, algorithm):
     # every sprio cell
     their_rows = _cells_of_sprio(theirs)
     our_rows = [_cells_of_json(r) for r in ours["jobs"]]
-    assert our_rows == their_rows, f"{algorithm} at {at}:\n--- sprio -l\n{theirs}--- fairshared\n{table}"
-    assert table == theirs, f"{algorithm} at {at}:\n--- sprio -l\n{theirs}--- fairshared\n{table}"
+    # cell by cell; a PRIORITY or FAIRSHARE 1 off only where the usage's 2 decimals cannot tell
+    # (test_sprio_slurm._unexplained; seen once, on 24.11: sprio 9648, ours 9649, every other cell equal)
+    bad = _unexplained(their_rows, our_rows, tmp_path / "inputs.json")
+    assert bad == [], f"{algorithm} at {at}:\n" + "\n".join(bad) + f"\n--- sprio -l\n{theirs}--- fairshared\n{table}"
+    if our_rows == their_rows:
+        assert table == theirs, f"{algorithm} at {at}:\n--- sprio -l\n{theirs}--- fairshared\n{table}"
 
     # the settings show in the factors (so the equality above is not about zeros)
     jobs = site["jobs"]

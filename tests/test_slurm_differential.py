@@ -145,6 +145,22 @@ def _num(text):
     return math.inf if text == "inf" else float(text)
 
 
+def usage_tolerance(snapshot, tree):
+    """How far each association's (tree row's) classic EffectvUsage may be from slurmctld's, the usage
+    being read to 2 decimals: 2E/u_min relatively per ratio, times the depth (the docstring's rule)."""
+    used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]
+    rel = 2 * E / min(used) if used else 0.0
+    return rel, [rel * max(1, int(d)) for d in tree.depth]
+
+
+def classic_fs_tolerance(f, norm_shares, u_tol):
+    """How far classic's F = 2^(-UE/S/d) may be from slurmctld's when UE is off by ``u_tol``:
+    F·ln2·u_tol/S (d >= 1 left out: an upper bound); 0 where F is blank or S is 0."""
+    if f is None or not norm_shares or math.isnan(float(f)) or math.isnan(float(norm_shares)):
+        return 0.0
+    return float(f) * math.log(2) * u_tol / float(norm_shares)
+
+
 def compare(algorithm, snapshot, rows, result=None, counts=None):
     """Mismatches (strings) between sshare's rows and our computation on the snapshot.
 
@@ -153,9 +169,8 @@ def compare(algorithm, snapshot, rows, result=None, counts=None):
     if result is None:  # the cluster's FairShareDampeningFactor (classic only), as the daemon reads it
         result = compute(tree, algorithm, Params(dampening=float(snapshot.settings.dampening)))
     ours = {(r["account"], r["user"], r["partition"]): r for r in result_records(result)}
-    depth = dict(zip([tree.key(i) for i in range(tree.n)], tree.depth))
-    used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]
-    rel = 2 * E / min(used) if used else 0.0
+    rel, row_tol = usage_tolerance(snapshot, tree)
+    u_tols = dict(zip([tree.key(i) for i in range(tree.n)], row_tol))
     bad = []
     if set(ours) != set(rows):
         bad.append(f"association sets differ: ours-only {set(ours) - set(rows)}, sshare-only {set(rows) - set(ours)}")
@@ -173,7 +188,7 @@ def compare(algorithm, snapshot, rows, result=None, counts=None):
             elif abs(float(got) - float(want)) > tol + 1.01e-6:
                 bad.append(f"{key} {col}: ours {got} sshare {want} (tolerance {tol:.2g})")
 
-        u_tol = rel * max(1, int(depth[key]))
+        u_tol = u_tols[key]
         chk("NormShares", o["norm_shares"], 0, exact=True)
         chk("NormUsage", o["norm_usage"], rel)
         chk("EffectvUsage", o["effective_usage"], u_tol)
@@ -191,9 +206,7 @@ def compare(algorithm, snapshot, rows, result=None, counts=None):
             if s["FairShare"] != "":
                 bad.append(f"{key} FairShare: sshare {s['FairShare']!r} for an account, expected blank")
         else:
-            f, sn = o["fairshare"], o["norm_shares"]
-            ftol = 0 if f is None or not sn else f * math.log(2) * u_tol / sn
-            chk("FairShare", f, ftol)
+            chk("FairShare", o["fairshare"], classic_fs_tolerance(o["fairshare"], o["norm_shares"], u_tol))
     if algorithm == "classic":
         bad += classic_rank_conflicts(ours, rows, rel)
     return bad
