@@ -108,8 +108,9 @@ def render() -> str:
            "cluster's own configuration (`scontrol show config`) at every cycle, so an empty file gives a "
            "daemon that computes what Slurm itself would. A bad file is refused with one line naming the "
            "file and the key, at start-up and at a reload (`kill -HUP`, `systemctl reload fairshared`), and "
-           "the running configuration is kept. Every number is finite (TOML's `inf` and `nan` are refused) "
-           "and bounded as below. The annotated example to copy is "
+           "the running configuration is kept. Values are TOML's own types: a quoted `\"yes\"` or `\"30\"`, "
+           "or a `1` for true, is refused, not guessed. Every number is finite (TOML's `inf` and `nan` are "
+           "refused) and bounded as below. The annotated example to copy is "
            "[`deploy/fairshared.toml`](../deploy/fairshared.toml); this page is made from it and from the "
            "code by `tests/test_docs_config.py`, which fails when the two disagree.", ""]
     for name, sec in Config.model_fields.items():
