@@ -39,6 +39,8 @@ import numpy as np
 import pytest
 
 import slurm_cluster as sc
+from sprio_compare import classic_fs_tolerance, usage_tolerance
+
 from fairshared.engine import Params, build_tree, compute
 from fairshared.model import PARENT
 from fairshared.output import result_records
@@ -48,7 +50,6 @@ pytestmark = pytest.mark.slurm
 
 USERS = [f"fsu{i}" for i in range(10)]
 SHARES = [1, 1, 2, 5, 10, 50, 100, 1000]
-E = 0.005  # assoc_mgr prints UsageRaw to 2 decimals
 
 
 # --- building a case on the cluster -----------------------------------------------------------
@@ -143,22 +144,6 @@ def _num(text):
     if text == "":
         return None
     return math.inf if text == "inf" else float(text)
-
-
-def usage_tolerance(snapshot, tree):
-    """How far each association's (tree row's) classic EffectvUsage may be from slurmctld's, the usage
-    being read to 2 decimals: 2E/u_min relatively per ratio, times the depth (the docstring's rule)."""
-    used = [a.usage for a in snapshot.associations if a.usage and a.usage > 0]
-    rel = 2 * E / min(used) if used else 0.0
-    return rel, [rel * max(1, int(d)) for d in tree.depth]
-
-
-def classic_fs_tolerance(f, norm_shares, u_tol):
-    """How far classic's F = 2^(-UE/S/d) may be from slurmctld's when UE is off by ``u_tol``:
-    F·ln2·u_tol/S (d >= 1 left out: an upper bound); 0 where F is blank or S is 0."""
-    if f is None or not norm_shares or math.isnan(float(f)) or math.isnan(float(norm_shares)):
-        return 0.0
-    return float(f) * math.log(2) * u_tol / float(norm_shares)
 
 
 def compare(algorithm, snapshot, rows, result=None, counts=None):

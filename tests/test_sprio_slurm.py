@@ -44,6 +44,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster as sc
+from sprio_compare import cells_of_json, cells_of_sprio, unexplained
 
 pytestmark = pytest.mark.slurm
 
@@ -53,12 +54,6 @@ FILL_QOS = "prfill"
 ACCOUNTS = ["pra", "prb", "prb1"]
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-SPRIO_COLUMNS = [("job_id", 15), ("partition", 9), ("user", 8), ("priority", 10), ("site", 10), ("age", 10),
-                 ("assoc", 10), ("fairshare", 10), ("jobsize", 10), ("partition_factor", 10), ("qos", 10),
-                 ("nice", 11), ("tres", 20)]
-if sc.SERIES >= (23, 2):  # sprio -l shows ACCOUNT (%.8o) after USER and QOSNAME (%.10n) before QOS
-    SPRIO_COLUMNS[3:3] = [("account", 8)]
-    SPRIO_COLUMNS[11:11] = [("qos_name", 10)]
 
 
 def _cleanup():
@@ -135,7 +130,7 @@ _fairshared = sc.fairshared
 
 def _read_both(snapshot: Path | None = None):
     """sprio -l, our JSON and our table, all from one decay iteration of slurmctld (``snapshot``: where
-    our JSON's inputs are saved, for :func:`_unexplained`)."""
+    our JSON's inputs are saved, for :func:`sprio_compare.unexplained`)."""
     save = ["--save-snapshot", str(snapshot)] if snapshot else []
     for _ in range(3):
         sc.restart_ctld()  # recomputes every pending job's priority at one known start_time
@@ -149,80 +144,14 @@ def _read_both(snapshot: Path | None = None):
     raise AssertionError("slurmctld kept recomputing priorities during the reads")
 
 
-def _unexplained(their_rows: list[list[str]], our_rows: list[list[str]], snapshot: Path) -> list[str]:
-    """The rows where sprio and we differ by more than the usage we read can tell apart.
-
-    The CLI reads each association's usage to 2 decimals (``scontrol show assoc_mgr``), so classic's F
-    may be off by the differential test's tolerance (test_slurm_differential.classic_fs_tolerance).
-    Weighted, that moves FAIRSHARE and the sum under PRIORITY by a few thousandths of a point: when
-    slurmctld's sum lies that close to a whole number, its PRIORITY (truncated) or FAIRSHARE (rounded)
-    can be 1 off ours, and neither side is wrong.  A row passes when every cell equals ours except
-    FAIRSHARE and PRIORITY, and those lie between what we compute with F lowered and raised by that
-    tolerance.  Fair Tree's F is a rank: no tolerance."""
-    if their_rows == our_rows:
-        return []
-    from test_slurm_differential import classic_fs_tolerance, usage_tolerance
-
-    from fairshared.commands.common import engine_result
-    from fairshared.engine.ranks import assoc_index, fairshare_of, job_assoc
-    from fairshared.explain_common import details
-    from fairshared.inputs.priority_snapshot import load_inputs_file
-    from fairshared.priority_sprio import sprio
-
-    pi = load_inputs_file(str(snapshot))
-    result = engine_result(pi)
-    bounds = {}
-    if result.algorithm == "classic":
-        _, row_tol = usage_tolerance(pi, result.tree)
-        bounds = {i: classic_fs_tolerance(float(result.fairshare[i]), float(result.norm_shares[i]), row_tol[i])
-                  for i in range(result.tree.n)}
-    index, fs = assoc_index(result), fairshare_of(result)
-
-    def shifted(sign):
-        def f(job):
-            i = job_assoc(job, index)
-            return fs(job) + sign * bounds.get(i, 0.0) if i is not None else fs(job)
-        return [_cells_of_json(r.as_json()) for r in sprio(pi.jobs, f, details(pi), pi.settings, int(pi.evaluated_at))]
-
-    low, high = shifted(-1), shifted(+1)
-    names = [n for n, _ in SPRIO_COLUMNS]
-    loose = {names.index("fairshare"), names.index("priority")}
-    bad = []
-    if not (len(their_rows) == len(our_rows) == len(low) == len(high)):
-        return [f"{len(their_rows)} sprio rows, {len(our_rows)} of ours"]
-    for theirs, ours, lo, hi in zip(their_rows, our_rows, low, high):
-        fine = all(theirs[c] == ours[c] if c not in loose else int(lo[c]) <= int(theirs[c]) <= int(hi[c])
-                   for c in range(len(names)))
-        if not fine:
-            bad.append(f"sprio {theirs}\nours  {ours} (F lowered: {lo}, raised: {hi})")
-    return bad
-
-
-def _cells_of_sprio(text: str) -> list[list[str]]:
-    rows = []
-    for line in text.splitlines()[1:]:
-        cells, pos = [], 0
-        for _, width in SPRIO_COLUMNS:
-            cells.append(line[pos:pos + width].strip())
-            pos += width + 1
-        rows.append(cells)
-    return rows
-
-
-def _cells_of_json(record: dict) -> list[str]:
-    tres = ",".join(f"{k}={v}" for k, v in record["tres"].items())
-    record = {**record, "qos_name": record.get("qos_name") or "(null)"}  # no QOS: sprio prints C's NULL
-    return [str(record[name] if name != "tres" else tres)[:width] for name, width in SPRIO_COLUMNS]
-
-
 @pytest.mark.parametrize("algorithm", ["fair_tree", "classic"])
 def test_sprio_equals_slurm(scenario, algorithm, tmp_path):
     sc.ensure_cluster(algorithm)
     theirs, ours, table, at = _read_both(tmp_path / "inputs.json")
     jobs = scenario["jobs"]
-    their_rows = _cells_of_sprio(theirs)
-    our_rows = [_cells_of_json(r) for r in ours["jobs"]]
-    bad = _unexplained(their_rows, our_rows, tmp_path / "inputs.json")
+    their_rows = cells_of_sprio(theirs)
+    our_rows = [cells_of_json(r) for r in ours["jobs"]]
+    bad = unexplained(their_rows, our_rows, tmp_path / "inputs.json")
     assert bad == [], f"{algorithm} at {at}:\n" + "\n".join(bad) + f"\n--- sprio -l\n{theirs}--- fairshared\n{table}"
     if our_rows == their_rows:  # byte for byte (a PRIORITY 1 off at a rounding edge, passed above, would differ)
         assert table == theirs
