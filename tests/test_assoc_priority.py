@@ -14,7 +14,7 @@ from fairshared.daemon.runner import Runner
 from fairshared.engine import build_tree, compute
 from fairshared.model import Job
 from fairshared.plan import AssocState, JobState, PushState, contribution, user_factors
-from fairshared.push_assoc import by_value, cluster_problem, plan_assocs
+from fairshared.push_assoc import by_value, cluster_problem
 from fairshared.records import AssocPriority, PushError
 from fairshared.settings import ClusterSettings
 from fairshared.sinks.assoc_cli import SacctmgrAssocs
