@@ -6,8 +6,11 @@ with CI=true that is a failure.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +71,41 @@ def test_job_usage_is_charged_to_association():
         sc.run(["scancel", f"--account={account}"], check=False)
         sc.sacctmgr("delete", "user", f"name={UNIX_USER}", f"account={account}", check=False)
         sc.sacctmgr("delete", "account", account, check=False)
+
+
+UP = Path(__file__).resolve().parent.parent / "deploy" / "dev-cluster" / "up"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="deploy/dev-cluster/up runs as root only")
+def test_a_clone_without_the_tarballs_beside_it_uses_a_finished_build(tmp_path):
+    """A clone that does not sit beside ../shared/slurm-src (root's home, CI's checkout elsewhere):
+    `up --slurm 25.11` takes the newest finished build of 25.11 by this recipe and builds nothing;
+    a build of an older recipe or an unfinished one does not count, and with none it names both
+    places it looked."""
+    builds = tmp_path / "builds"
+
+    def build(name, recipe, done=True):
+        d = builds / name
+        (d / "sbin").mkdir(parents=True)
+        if done:
+            (d / "sbin" / "slurmctld").write_text("#!/bin/sh\n")
+            (d / "sbin" / "slurmctld").chmod(0o755)
+        (d / ".fairshared-build").write_text(f"0000  slurm-{name}.tar.bz2\nrecipe {recipe}\n")
+
+    def up(version):
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "FAIRSHARED_SLURM_SOURCES": str(tmp_path / "none"),
+               "FAIRSHARED_SLURM_BUILDS": str(builds)}
+        return subprocess.run(["bash", str(UP), "--slurm", version, "--build-only"], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    build("25.11.2", 2)
+    build("25.11.7", 2)
+    build("25.11.9", 1)            # an older recipe: redone from its tarball, not used as it is
+    build("25.11.10", 2, done=False)  # unfinished
+    got = up("25.11")
+    assert (got.returncode, got.stdout.strip()) == (0, str(builds / "25.11.7")), got.stderr
+    got = up("24.11")
+    assert got.returncode == 2 and got.stdout == ""
+    assert got.stderr.strip() == (f"up: no slurm-24.11*.tar.* in {tmp_path / 'none'} and no finished build in "
+                                  f"{builds}: pass --source TARBALL (SchedMD's release tarball) or set "
+                                  "FAIRSHARED_SLURM_SOURCES")
