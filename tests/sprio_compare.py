@@ -87,6 +87,19 @@ def unexplained(their_rows: list[list[str]], our_rows: list[list[str]], snapshot
     return bad
 
 
+def assert_sprio_equal(theirs: str, ours: dict, table: str, snapshot: Path, label: str) -> None:
+    """``sprio -l`` (``theirs``) against ``fairshared sprio``'s JSON (``ours``) cell by cell, a
+    PRIORITY or FAIRSHARE 1 off passing only where :func:`unexplained` says the usage cannot tell;
+    and against our table (``table``) byte for byte when no cell is off."""
+    their_rows = cells_of_sprio(theirs)
+    our_rows = [cells_of_json(r) for r in ours["jobs"]]
+    both = f"\n--- sprio -l\n{theirs}--- fairshared\n{table}"
+    bad = unexplained(their_rows, our_rows, snapshot)
+    assert bad == [], f"{label}:\n" + "\n".join(bad) + both
+    if our_rows == their_rows:  # (a cell 1 off at a rounding edge, passed above, would differ here)
+        assert table == theirs, f"{label}:" + both
+
+
 def cells_of_sprio(text: str) -> list[list[str]]:
     rows = []
     for line in text.splitlines()[1:]:
