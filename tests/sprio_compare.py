@@ -46,6 +46,17 @@ def classic_fs_tolerance(f, norm_shares, u_tol):
     return float(f) * math.log(2) * u_tol / float(norm_shares)
 
 
+def fs_tolerances(snapshot, result) -> dict[int, float]:
+    """How far each association's (result row's) F may be from slurmctld's, given the snapshot's
+    2-decimal usage: :func:`classic_fs_tolerance` under classic; none (empty) under Fair Tree, whose
+    F is a rank."""
+    if result.algorithm != "classic":
+        return {}
+    _, row_tol = usage_tolerance(snapshot, result.tree)
+    return {i: classic_fs_tolerance(float(result.fairshare[i]), float(result.norm_shares[i]), row_tol[i])
+            for i in range(result.tree.n)}
+
+
 def unexplained(their_rows: list[list[str]], our_rows: list[list[str]], snapshot: Path) -> list[str]:
     """The rows where sprio and we differ by more than the usage we read can tell apart.
 
@@ -60,11 +71,7 @@ def unexplained(their_rows: list[list[str]], our_rows: list[list[str]], snapshot
         return []
     pi = load_inputs_file(str(snapshot))
     result = engine_result(pi)
-    bounds = {}
-    if result.algorithm == "classic":
-        _, row_tol = usage_tolerance(pi, result.tree)
-        bounds = {i: classic_fs_tolerance(float(result.fairshare[i]), float(result.norm_shares[i]), row_tol[i])
-                  for i in range(result.tree.n)}
+    bounds = fs_tolerances(pi, result)
     index, fs = assoc_index(result), fairshare_of(result)
 
     def shifted(sign):

@@ -14,7 +14,7 @@ import json
 import math
 
 import pytest
-from sprio_compare import SPRIO_COLUMNS, cells_of_json, classic_fs_tolerance, unexplained, usage_tolerance
+from sprio_compare import SPRIO_COLUMNS, cells_of_json, fs_tolerances, unexplained
 
 from fairshared.cli import main
 from fairshared.commands.common import engine_result
@@ -28,9 +28,20 @@ PRIO = [n for n, _ in SPRIO_COLUMNS].index("priority")
 MAX_AGE = 10_000_000  # seconds: 1000 age points over it, 1e-4 a second
 
 
+def tolerance_points(pi, result, job) -> float:
+    """The job's F tolerance (sprio_compare.fs_tolerances), weighted: points of its sum."""
+    return fs_tolerances(pi, result)[job_assoc(job, assoc_index(result))] * pi.settings.weights["fairshare"]
+
+
+def total(pi, result, job) -> float:
+    """Our unclamped, untruncated sum for the job (its first row), at the snapshot's time."""
+    return job_priority(job, fairshare_of(result)(job), details(pi), pi.settings, int(pi.evaluated_at))[0].total
+
+
 @pytest.fixture
 def edge(tmp_path, capsys):
-    """A classic snapshot whose first job's sum is whole + half its tolerance; (path, rows, points)."""
+    """A classic snapshot whose first job's sum is whole + half its tolerance; (path, our rows,
+    (the snapshot, our result))."""
     raw = tmp_path / "demo.json"
     assert main(["sprio", "--demo", "--save-snapshot", str(raw)]) == 0
     capsys.readouterr()
@@ -49,12 +60,9 @@ def edge(tmp_path, capsys):
 
     _, pi, result = load(data)
     assert result.algorithm == "classic"
-    i = job_assoc(pi.jobs[0], assoc_index(result))
-    _, row_tol = usage_tolerance(pi, result.tree)
-    points = classic_fs_tolerance(float(result.fairshare[i]), float(result.norm_shares[i]), row_tol[i]) \
-        * pi.settings.weights["fairshare"]
+    points = tolerance_points(pi, result, pi.jobs[0])
     assert 0.001 < points < 0.5, points  # a tolerance the age's steps can place the sum inside
-    rest = job_priority(pi.jobs[0], fairshare_of(result)(pi.jobs[0]), details(pi), pi.settings, now)[0].total
+    rest = total(pi, result, pi.jobs[0])
     age_points = math.floor(rest) + 1 + points / 2 - rest  # sum = next whole number + half the tolerance
     back = round(age_points / (pi.settings.weights["age"] / MAX_AGE))
     for key in ("accrue_time", "eligible_time", "submit_time"):
@@ -62,9 +70,9 @@ def edge(tmp_path, capsys):
     path, pi, result = load(data)
     rows = [cells_of_json(r.as_json())
             for r in sprio(pi.jobs, fairshare_of(result), details(pi), pi.settings, int(pi.evaluated_at))]
-    total = job_priority(pi.jobs[0], fairshare_of(result)(pi.jobs[0]), details(pi), pi.settings, now)[0].total
-    assert 0 < total - math.floor(total) < points, (total, points)  # on the edge, as built
-    return path, rows, (pi, result, row_tol)
+    edge_sum = total(pi, result, pi.jobs[0])
+    assert 0 < edge_sum - math.floor(edge_sum) < points, (edge_sum, points)  # on the edge, as built
+    return path, rows, (pi, result)
 
 
 def test_one_lower_at_the_edge_is_explained(edge):
@@ -84,15 +92,11 @@ def test_two_lower_at_the_edge_or_one_higher_is_not(edge):
 
 
 def test_one_off_far_from_an_edge_or_in_another_cell_is_not(edge):
-    path, ours, (pi, result, row_tol) = edge
-    index, fs = assoc_index(result), fairshare_of(result)
+    path, ours, (pi, result) = edge
 
     def margin(job):  # how far the job's sum is above its whole number, in its tolerances
-        i = job_assoc(job, index)
-        tol = classic_fs_tolerance(float(result.fairshare[i]), float(result.norm_shares[i]), row_tol[i]) \
-            * pi.settings.weights["fairshare"]
-        total = job_priority(job, fs(job), details(pi), pi.settings, int(pi.evaluated_at))[0].total
-        return (total - math.floor(total)) / tol if tol else math.inf
+        tol, t = tolerance_points(pi, result, job), total(pi, result, job)
+        return (t - math.floor(t)) / tol if tol else math.inf
 
     jobs = {str(j.job_id): j for j in pi.jobs}
     far = next(n for n, row in enumerate(ours) if n > 0 and margin(jobs[row[0]]) > 2)
